@@ -1,0 +1,41 @@
+//! `granary-index`: a concurrent ordered map over byte-string keys, in the
+//! style of Masstree and optimistic lock coupling.
+//!
+//! * Readers never store to shared memory: they read a node's version
+//!   word, read the node, and re-check the version ([`NodeVersion`]).
+//! * Writers lock the nodes they change through the same word.
+//! * The first 8 bytes of each key are compared as one integer.
+//! * Lookups and scans report the `(leaf, version)` pairs they depended on,
+//!   and inserts/removes report each changed leaf's old and new version, so
+//!   a transaction layer can validate phantoms (Silo §4.6). The index knows
+//!   nothing of transactions.
+//! * Unlinked memory goes through an epoch [`Guard`] supplied by the caller.
+//!
+//! ```
+//! use granary_index::{Insert, LeakGuard, Tree};
+//! use std::ops::Bound;
+//!
+//! let tree = Tree::new();
+//! // SAFETY: every guard used on this tree is a LeakGuard.
+//! let mut g = unsafe { LeakGuard::new() };
+//! for (i, k) in ["pear", "apple", "fig"].iter().enumerate() {
+//!     assert!(matches!(tree.insert(k.as_bytes(), i as u64, &mut g), Insert::Inserted(_)));
+//! }
+//! assert_eq!(tree.get(b"fig", &g).value, Some(2));
+//! let mut keys = Vec::new();
+//! tree.scan(Bound::Unbounded, Bound::Unbounded, false, &g, |_, _| {}, |k, _| {
+//!     keys.push(k.to_vec());
+//!     true
+//! });
+//! assert_eq!(keys, vec![b"apple".to_vec(), b"fig".to_vec(), b"pear".to_vec()]);
+//! ```
+
+mod key;
+mod node;
+mod sync;
+mod tree;
+mod version;
+
+pub use key::Retired;
+pub use tree::{Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree};
+pub use version::NodeVersion;

@@ -1,0 +1,100 @@
+//! Node layouts. Every field a reader may see while a writer changes it is
+//! an atomic; on x86 a Relaxed atomic load or store is a plain `mov`, so
+//! optimistic reads cost what they would in C++ while staying defined.
+
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize};
+use crate::version::NodeVersion;
+
+/// Keys per leaf. A leaf is 48 + 24·W bytes: 336 bytes at W = 12, a little
+/// over five cache lines; a point lookup touches the header, the slice
+/// array (96 bytes) and one info/value pair.
+pub(crate) const LEAF_WIDTH: usize = 12;
+/// Separator keys per inner node (children = keys + 1).
+pub(crate) const INNER_WIDTH: usize = 12;
+
+/// Common prefix of both node kinds; child pointers point at it.
+#[repr(C)]
+pub(crate) struct Header {
+    pub version: NodeVersion,
+    /// Immutable after construction.
+    pub is_leaf: bool,
+}
+
+#[repr(C)]
+pub(crate) struct Leaf {
+    pub header: Header,
+    pub count: AtomicUsize,
+    /// Right sibling. Leaves split to the right and are never merged, so
+    /// following `next` never skips a key that a validated read of this
+    /// leaf did not already contain.
+    pub next: AtomicPtr<Leaf>,
+    /// The leaf's lower fence key (slice, info), immutable; `None` for the
+    /// leftmost leaf. A leaf's range only ever shrinks from the right.
+    pub low: Option<(u64, u64)>,
+    pub slices: [AtomicU64; LEAF_WIDTH],
+    pub infos: [AtomicU64; LEAF_WIDTH],
+    pub values: [AtomicU64; LEAF_WIDTH],
+}
+
+#[repr(C)]
+pub(crate) struct Inner {
+    pub header: Header,
+    pub count: AtomicUsize,
+    /// Separators borrow their bytes from the lower fence of the leaf that
+    /// was split off when they were made: immortal while the tree lives.
+    pub slices: [AtomicU64; INNER_WIDTH],
+    pub infos: [AtomicU64; INNER_WIDTH],
+    pub children: [AtomicPtr<Header>; INNER_WIDTH + 1],
+}
+
+fn zeros<const N: usize>() -> [AtomicU64; N] {
+    std::array::from_fn(|_| AtomicU64::new(0))
+}
+
+impl Leaf {
+    pub fn new(low: Option<(u64, u64)>, locked: bool) -> Box<Leaf> {
+        Box::new(Leaf {
+            header: Header {
+                version: if locked {
+                    NodeVersion::new_locked()
+                } else {
+                    NodeVersion::new()
+                },
+                is_leaf: true,
+            },
+            count: AtomicUsize::new(0),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            low,
+            slices: zeros(),
+            infos: zeros(),
+            values: zeros(),
+        })
+    }
+}
+
+impl Inner {
+    pub fn new_locked() -> Box<Inner> {
+        Box::new(Inner {
+            header: Header {
+                version: NodeVersion::new_locked(),
+                is_leaf: false,
+            },
+            count: AtomicUsize::new(0),
+            slices: zeros(),
+            infos: zeros(),
+            children: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_sizes() {
+        // About four to five cache lines each (see LEAF_WIDTH).
+        assert!(std::mem::size_of::<Leaf>() <= 6 * 64);
+        assert!(std::mem::size_of::<Inner>() <= 6 * 64);
+    }
+}

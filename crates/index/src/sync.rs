@@ -1,0 +1,16 @@
+//! Atomics used by the index, swapped for loom's under `cfg(loom)` so the
+//! node-version protocol can be model-checked.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Back off inside a spin loop.
+#[inline]
+pub(crate) fn spin() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}

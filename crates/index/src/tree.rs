@@ -1,0 +1,955 @@
+//! The tree: a B+-tree with optimistic lock coupling (Leis et al., and
+//! Masstree's node-version protocol, Silo §4.6).
+//!
+//! Readers descend without storing anything: at each node they take a
+//! stable version, read, and re-check the version before trusting what they
+//! read, restarting from the root on a change. Writers lock only the nodes
+//! they change, upgrading from the version they read. A full inner node met
+//! on the way down is split at once (top-down), so a leaf split never has to
+//! climb more than one level: it locks just the leaf and its parent.
+//!
+//! Nodes are never merged or freed while the tree lives (a removed key
+//! leaves a sparser leaf), so a stale child or sibling pointer always points
+//! at a live node. The only memory freed early is the heap copy of a removed
+//! key longer than 8 bytes, which goes through the caller's [`Guard`].
+//!
+//! Every operation can tell its caller which leaf versions it depended on
+//! ([`Lookup`], the `on_leaf` callback of [`Tree::scan`]) and, for a change,
+//! the leaf's version before and after it ([`NodeChange`]): what Silo's
+//! node-set validation needs (§4.6), without the tree knowing anything of
+//! transactions.
+
+use std::cmp::Ordering as Cmp;
+use std::ops::Bound;
+use std::ptr::NonNull;
+
+use crate::key::{compare, make_stored, stored_bytes, Retired, SearchKey};
+use crate::node::{Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH};
+use crate::sync::{AtomicPtr, Ordering};
+
+const R: Ordering = Ordering::Relaxed;
+
+/// Proof that the calling thread is inside an epoch-protected region, and
+/// the sink for memory the tree unlinks.
+///
+/// # Safety
+/// An implementation promises that memory passed to [`Guard::retire`] is
+/// not reclaimed while any thread that might have seen it — any thread
+/// holding a guard of the same reclamation domain that it obtained before
+/// the retirement — still holds that guard. Every guard used with one tree
+/// must belong to one domain.
+pub unsafe trait Guard {
+    /// Hand over unlinked memory, to be freed after the grace period.
+    fn retire(&mut self, garbage: Retired);
+}
+
+/// A guard that never frees retired memory (it leaks it). Useful for
+/// read-mostly benchmarks and tests.
+#[derive(Debug)]
+pub struct LeakGuard(());
+
+impl LeakGuard {
+    /// # Safety
+    /// Every guard used on the same tree must also be a `LeakGuard` (a
+    /// reclaiming guard elsewhere could free memory this one still reads).
+    pub unsafe fn new() -> Self {
+        LeakGuard(())
+    }
+}
+
+// SAFETY: it never frees anything, so no reader can see freed memory.
+unsafe impl Guard for LeakGuard {
+    fn retire(&mut self, garbage: Retired) {
+        std::mem::forget(garbage);
+    }
+}
+
+/// A leaf a reader depended on. Leaves live as long as their tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeafRef(NonNull<Leaf>);
+
+// SAFETY: a LeafRef is an address; reading through it is `unsafe`.
+unsafe impl Send for LeafRef {}
+// SAFETY: as above.
+unsafe impl Sync for LeafRef {}
+
+impl LeafRef {
+    /// The leaf's current version word (with its lock bit).
+    ///
+    /// # Safety
+    /// The tree the leaf came from must still be alive.
+    #[inline]
+    pub unsafe fn version(self) -> u64 {
+        // SAFETY: leaves live as long as their tree (caller's contract).
+        unsafe { self.0.as_ref().header.version.load() }
+    }
+
+    /// The leaf's address, a stable identity while the tree lives.
+    pub fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+}
+
+/// A change to one leaf made by an insert or remove: its version just
+/// before and just after. If the insert split the leaf, `split` is the new
+/// right sibling and its version; keys that were in `leaf` may now be there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeChange {
+    pub leaf: LeafRef,
+    pub old_version: u64,
+    pub new_version: u64,
+    pub split: Option<(LeafRef, u64)>,
+}
+
+/// The result of a point lookup: the value, and the leaf (with the version
+/// that was read) that holds the key or would hold it.
+#[derive(Clone, Copy, Debug)]
+pub struct Lookup {
+    pub value: Option<u64>,
+    pub leaf: LeafRef,
+    pub version: u64,
+}
+
+/// The result of an insert-if-absent.
+#[derive(Clone, Copy, Debug)]
+pub enum Insert {
+    Inserted(NodeChange),
+    /// The key was present; nothing changed.
+    Exists {
+        value: u64,
+    },
+}
+
+/// Where a descent should end.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// The leaf whose range holds this key.
+    At(SearchKey<'a>),
+    /// The leaf holding the keys just below this key.
+    Before(SearchKey<'a>),
+    Rightmost,
+}
+
+/// A concurrent ordered map from byte strings to `u64` values.
+pub struct Tree {
+    root: AtomicPtr<Header>,
+}
+
+// SAFETY: all shared state is atomics behind the version protocol.
+unsafe impl Send for Tree {}
+// SAFETY: as above.
+unsafe impl Sync for Tree {}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree").finish_non_exhaustive()
+    }
+}
+
+/// Compare the stored entry `i` of a node's key arrays with `k`, loading the
+/// info word only when the slices tie.
+///
+/// # Safety
+/// As for [`compare`].
+#[inline(always)]
+unsafe fn compare_at(
+    slices: &[crate::sync::AtomicU64],
+    infos: &[crate::sync::AtomicU64],
+    i: usize,
+    k: &SearchKey<'_>,
+) -> Cmp {
+    let s = slices[i].load(R);
+    if s != k.slice {
+        return s.cmp(&k.slice);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { compare(s, infos[i].load(R), k) }
+}
+
+/// First position in the leaf whose key is ≥ `k`, and whether it equals `k`.
+///
+/// # Safety
+/// The caller is pinned (KeyBoxes stay valid); `n ≤ LEAF_WIDTH`.
+#[inline]
+unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, bool) {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        // SAFETY: forwarded contract.
+        match unsafe { compare_at(&leaf.slices, &leaf.infos, mid, k) } {
+            Cmp::Less => lo = mid + 1,
+            Cmp::Equal => return (mid, true),
+            Cmp::Greater => hi = mid,
+        }
+    }
+    (lo, false)
+}
+
+/// The child to follow: the number of separators ≤ `k` (or < `k` when
+/// `before`). Child `i` holds the keys in `[sep[i-1], sep[i])`.
+///
+/// # Safety
+/// The caller is pinned; `n ≤ INNER_WIDTH`.
+#[inline]
+unsafe fn child_index(inner: &Inner, n: usize, k: &SearchKey<'_>, before: bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        // SAFETY: forwarded contract.
+        let c = unsafe { compare_at(&inner.slices, &inner.infos, mid, k) };
+        let right = if before {
+            c == Cmp::Less
+        } else {
+            c != Cmp::Greater
+        };
+        if right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+#[inline]
+fn copy_entry(leaf: &Leaf, from: usize, to: &Leaf, at: usize) {
+    to.slices[at].store(leaf.slices[from].load(R), R);
+    to.infos[at].store(leaf.infos[from].load(R), R);
+    to.values[at].store(leaf.values[from].load(R), R);
+}
+
+#[inline]
+fn clear_entry(leaf: &Leaf, i: usize) {
+    leaf.slices[i].store(0, R);
+    leaf.infos[i].store(0, R);
+    leaf.values[i].store(0, R);
+}
+
+/// Insert an entry at `pos` into a locked leaf holding `n < LEAF_WIDTH`.
+fn leaf_insert_at(leaf: &Leaf, n: usize, pos: usize, e: (u64, u64, u64)) {
+    debug_assert!(n < LEAF_WIDTH && pos <= n);
+    for i in (pos..n).rev() {
+        copy_entry(leaf, i, leaf, i + 1);
+    }
+    leaf.slices[pos].store(e.0, R);
+    leaf.infos[pos].store(e.1, R);
+    leaf.values[pos].store(e.2, R);
+    leaf.count.store(n + 1, R);
+}
+
+/// # Safety
+/// `p` must point at a live node.
+#[inline(always)]
+unsafe fn hdr<'a>(p: *const Header) -> &'a Header {
+    // SAFETY: caller's contract.
+    unsafe { &*p }
+}
+
+impl Tree {
+    /// An empty tree (one empty leaf).
+    pub fn new() -> Tree {
+        let leaf = Box::into_raw(Leaf::new(None, false));
+        Tree {
+            root: AtomicPtr::new(leaf as *mut Header),
+        }
+    }
+
+    /// Descend (read-only) to the leaf for `t`; returns it with the stable
+    /// version under which it covers `t`.
+    fn find_leaf<G: Guard>(&self, t: Target<'_>, _g: &G) -> (*const Leaf, u64) {
+        'restart: loop {
+            // Acquire: pairs with the Release store of a new root.
+            let mut node = self.root.load(Ordering::Acquire) as *const Header;
+            // SAFETY: nodes are never freed while the tree lives.
+            let mut v = unsafe { hdr(node) }.version.stable();
+            // A root split leaves the old root covering only its left half.
+            if self.root.load(Ordering::Acquire) as *const Header != node {
+                continue 'restart;
+            }
+            loop {
+                // SAFETY: live node (never freed).
+                let h = unsafe { hdr(node) };
+                if h.is_leaf {
+                    return (node as *const Leaf, v);
+                }
+                // SAFETY: `is_leaf` is false, so this is an Inner.
+                let inner = unsafe { &*(node as *const Inner) };
+                let n = inner.count.load(R).min(INNER_WIDTH);
+                let idx = match t {
+                    // SAFETY: pinned by the caller's guard.
+                    Target::At(k) => unsafe { child_index(inner, n, &k, false) },
+                    // SAFETY: as above.
+                    Target::Before(k) => unsafe { child_index(inner, n, &k, true) },
+                    Target::Rightmost => n,
+                };
+                let child = inner.children[idx].load(R) as *const Header;
+                if h.version.has_changed(v) || child.is_null() {
+                    continue 'restart;
+                }
+                // SAFETY: validated pointer to a live node.
+                let cv = unsafe { hdr(child) }.version.stable();
+                // The child could have split between reading the pointer and
+                // its version; a split changes the parent too.
+                if h.version.has_changed(v) {
+                    continue 'restart;
+                }
+                node = child;
+                v = cv;
+            }
+        }
+    }
+
+    /// Descend for a write to `k`, splitting any full inner node on the
+    /// way. Returns the leaf and its version, and the parent (null if the
+    /// leaf is the root) and its version.
+    fn find_leaf_for_write(&self, k: &SearchKey<'_>) -> (*const Leaf, u64, *const Inner, u64) {
+        'restart: loop {
+            // Acquire: pairs with the Release store of a new root.
+            let mut node = self.root.load(Ordering::Acquire) as *const Header;
+            // SAFETY: nodes are never freed while the tree lives.
+            let mut v = unsafe { hdr(node) }.version.stable();
+            if self.root.load(Ordering::Acquire) as *const Header != node {
+                continue 'restart;
+            }
+            let mut parent: *const Inner = std::ptr::null();
+            let mut pv = 0;
+            loop {
+                // SAFETY: live node.
+                let h = unsafe { hdr(node) };
+                if h.is_leaf {
+                    return (node as *const Leaf, v, parent, pv);
+                }
+                // SAFETY: not a leaf.
+                let inner = unsafe { &*(node as *const Inner) };
+                let n = inner.count.load(R).min(INNER_WIDTH);
+                if n == INNER_WIDTH {
+                    // SAFETY: parent (if any) is live.
+                    let p = unsafe { parent.as_ref() };
+                    if let Some(p) = p {
+                        if !p.header.version.try_lock(pv) {
+                            continue 'restart;
+                        }
+                    }
+                    if !h.version.try_lock(v) {
+                        if let Some(p) = p {
+                            p.header.version.unlock_unchanged();
+                        }
+                        continue 'restart;
+                    }
+                    // SAFETY: both locked at the versions we validated.
+                    unsafe { self.split_inner(inner, p) };
+                    h.version.unlock();
+                    if let Some(p) = p {
+                        p.header.version.unlock();
+                    }
+                    continue 'restart;
+                }
+                // SAFETY: pinned by the caller.
+                let idx = unsafe { child_index(inner, n, k, false) };
+                let child = inner.children[idx].load(R) as *const Header;
+                if h.version.has_changed(v) || child.is_null() {
+                    continue 'restart;
+                }
+                // SAFETY: validated pointer to a live node.
+                let cv = unsafe { hdr(child) }.version.stable();
+                if h.version.has_changed(v) {
+                    continue 'restart;
+                }
+                parent = inner;
+                pv = v;
+                node = child;
+                v = cv;
+            }
+        }
+    }
+
+    /// Split a full, locked inner node; `parent` (locked, not full) or a new
+    /// root receives the middle key.
+    ///
+    /// # Safety
+    /// `inner` and `parent` are locked by the caller.
+    unsafe fn split_inner(&self, inner: &Inner, parent: Option<&Inner>) {
+        let n = inner.count.load(R);
+        let m = n / 2;
+        let right = Inner::new_locked();
+        let sep = (inner.slices[m].load(R), inner.infos[m].load(R));
+        for i in m + 1..n {
+            right.slices[i - m - 1].store(inner.slices[i].load(R), R);
+            right.infos[i - m - 1].store(inner.infos[i].load(R), R);
+        }
+        for i in m + 1..=n {
+            right.children[i - m - 1].store(inner.children[i].load(R), R);
+        }
+        right.count.store(n - m - 1, R);
+        inner.count.store(m, R);
+        let right = Box::into_raw(right);
+        // SAFETY: caller holds the locks `attach` needs.
+        unsafe {
+            self.attach(
+                parent,
+                inner as *const Inner as *mut Header,
+                sep,
+                right as *mut Header,
+            )
+        };
+        // SAFETY: just allocated, now linked.
+        unsafe { (*right).header.version.unlock() };
+    }
+
+    /// Link `right` (split off `left`, separated by `sep`) into `parent`,
+    /// or grow a new root.
+    ///
+    /// # Safety
+    /// `parent`, if any, is locked and not full; `left` is locked.
+    unsafe fn attach(
+        &self,
+        parent: Option<&Inner>,
+        left: *mut Header,
+        sep: (u64, u64),
+        right: *mut Header,
+    ) {
+        match parent {
+            Some(p) => {
+                let n = p.count.load(R);
+                debug_assert!(n < INNER_WIDTH);
+                let idx = (0..=n)
+                    .find(|&i| p.children[i].load(R) == left)
+                    .expect("split node is a child of its locked parent");
+                for i in (idx..n).rev() {
+                    p.slices[i + 1].store(p.slices[i].load(R), R);
+                    p.infos[i + 1].store(p.infos[i].load(R), R);
+                }
+                for i in (idx + 1..=n).rev() {
+                    p.children[i + 1].store(p.children[i].load(R), R);
+                }
+                p.slices[idx].store(sep.0, R);
+                p.infos[idx].store(sep.1, R);
+                p.children[idx + 1].store(right, R);
+                p.count.store(n + 1, R);
+            }
+            None => {
+                let root = Inner::new_locked();
+                root.slices[0].store(sep.0, R);
+                root.infos[0].store(sep.1, R);
+                root.children[0].store(left, R);
+                root.children[1].store(right, R);
+                root.count.store(1, R);
+                root.header.version.unlock();
+                // Release: pairs with the Acquire root loads in descents.
+                self.root
+                    .store(Box::into_raw(root) as *mut Header, Ordering::Release);
+            }
+        }
+    }
+
+    /// Point lookup.
+    pub fn get<G: Guard>(&self, key: &[u8], g: &G) -> Lookup {
+        let k = SearchKey::new(key);
+        loop {
+            let (leaf, v) = self.find_leaf(Target::At(k), g);
+            // SAFETY: leaves are never freed while the tree lives.
+            let l = unsafe { &*leaf };
+            let n = l.count.load(R).min(LEAF_WIDTH);
+            // SAFETY: pinned by `g`.
+            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
+            let value = if found { l.values[pos].load(R) } else { 0 };
+            if l.header.version.has_changed(v) {
+                continue;
+            }
+            return Lookup {
+                value: found.then_some(value),
+                leaf: LeafRef(NonNull::from(l)),
+                version: v,
+            };
+        }
+    }
+
+    /// Insert `key → value` if the key is absent.
+    pub fn insert<G: Guard>(&self, key: &[u8], value: u64, g: &mut G) -> Insert {
+        match self.insert_impl(key, value, false, g) {
+            (Some(old), _) => Insert::Exists { value: old },
+            (None, change) => Insert::Inserted(change.expect("inserted")),
+        }
+    }
+
+    /// Insert or overwrite; returns the old value if there was one, and the
+    /// leaf change if a key was added.
+    pub fn upsert<G: Guard>(
+        &self,
+        key: &[u8],
+        value: u64,
+        g: &mut G,
+    ) -> (Option<u64>, Option<NodeChange>) {
+        self.insert_impl(key, value, true, g)
+    }
+
+    fn insert_impl<G: Guard>(
+        &self,
+        key: &[u8],
+        value: u64,
+        overwrite: bool,
+        _g: &mut G,
+    ) -> (Option<u64>, Option<NodeChange>) {
+        let k = SearchKey::new(key);
+        loop {
+            let (leaf, v, parent, pv) = self.find_leaf_for_write(&k);
+            // SAFETY: live leaf.
+            let l = unsafe { &*leaf };
+            let n = l.count.load(R).min(LEAF_WIDTH);
+            // SAFETY: pinned by the caller's guard.
+            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
+            if found {
+                let old = l.values[pos].load(R);
+                if l.header.version.has_changed(v) {
+                    continue;
+                }
+                if !overwrite {
+                    return (Some(old), None);
+                }
+                if !l.header.version.try_lock(v) {
+                    continue;
+                }
+                l.values[pos].store(value, R);
+                l.header.version.unlock_unchanged();
+                return (Some(old), None);
+            }
+            if l.header.version.has_changed(v) {
+                continue;
+            }
+            let lref = LeafRef(NonNull::from(l));
+            if n < LEAF_WIDTH {
+                if !l.header.version.try_lock(v) {
+                    continue;
+                }
+                let (s, info) = make_stored(key);
+                leaf_insert_at(l, n, pos, (s, info, value));
+                let nv = l.header.version.unlock();
+                return (
+                    None,
+                    Some(NodeChange {
+                        leaf: lref,
+                        old_version: v,
+                        new_version: nv,
+                        split: None,
+                    }),
+                );
+            }
+            // Full leaf: lock parent and leaf, split, insert, in one step.
+            // SAFETY: live parent, if any.
+            let p = unsafe { parent.as_ref() };
+            if let Some(p) = p {
+                if !p.header.version.try_lock(pv) {
+                    continue;
+                }
+            }
+            if !l.header.version.try_lock(v) {
+                if let Some(p) = p {
+                    p.header.version.unlock_unchanged();
+                }
+                continue;
+            }
+            let (s, info) = make_stored(key);
+            // SAFETY: leaf and parent are locked at validated versions.
+            let right = unsafe { self.split_leaf(l, p, pos, (s, info, value)) };
+            let nv = l.header.version.unlock();
+            // SAFETY: `right` was just linked and is live.
+            let rv = unsafe { (*right).header.version.unlock() };
+            if let Some(p) = p {
+                p.header.version.unlock();
+            }
+            return (
+                None,
+                Some(NodeChange {
+                    leaf: lref,
+                    old_version: v,
+                    new_version: nv,
+                    split: Some((LeafRef(NonNull::new(right).expect("non-null")), rv)),
+                }),
+            );
+        }
+    }
+
+    /// Split a full locked leaf, inserting entry `e` at position `pos`.
+    /// Returns the new right leaf, still locked.
+    ///
+    /// # Safety
+    /// `leaf` and `parent` are locked; the caller is pinned.
+    unsafe fn split_leaf(
+        &self,
+        leaf: &Leaf,
+        parent: Option<&Inner>,
+        pos: usize,
+        e: (u64, u64, u64),
+    ) -> *mut Leaf {
+        let n = LEAF_WIDTH;
+        let m = n / 2;
+        let mut tmp = [0u8; 8];
+        // SAFETY: entry m is live and we hold the lock.
+        let sep_bytes =
+            unsafe { stored_bytes(leaf.slices[m].load(R), leaf.infos[m].load(R), &mut tmp) };
+        let low = make_stored(sep_bytes);
+        let right = Leaf::new(Some(low), true);
+        for i in m..n {
+            copy_entry(leaf, i, &right, i - m);
+        }
+        right.count.store(n - m, R);
+        // Clear moved slots: a stale key pointer left here could later be
+        // freed through the right leaf while optimistic readers of this one
+        // still load it.
+        for i in m..n {
+            clear_entry(leaf, i);
+        }
+        leaf.count.store(m, R);
+        if pos <= m {
+            leaf_insert_at(leaf, m, pos, e);
+        } else {
+            leaf_insert_at(&right, n - m, pos - m, e);
+        }
+        right.next.store(leaf.next.load(R), R);
+        let right = Box::into_raw(right);
+        leaf.next.store(right, R);
+        // SAFETY: caller holds the locks.
+        unsafe {
+            self.attach(
+                parent,
+                leaf as *const Leaf as *mut Header,
+                low,
+                right as *mut Header,
+            )
+        };
+        right
+    }
+
+    /// Swap the value of `key` from `expected` to `new`. The key set is
+    /// unchanged, so the leaf version is left as it was. Returns false if
+    /// the key is absent or holds another value.
+    pub fn replace<G: Guard>(&self, key: &[u8], expected: u64, new: u64, g: &mut G) -> bool {
+        let k = SearchKey::new(key);
+        loop {
+            let (leaf, v) = self.find_leaf(Target::At(k), g);
+            // SAFETY: live leaf.
+            let l = unsafe { &*leaf };
+            let n = l.count.load(R).min(LEAF_WIDTH);
+            // SAFETY: pinned.
+            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
+            if l.header.version.has_changed(v) {
+                continue;
+            }
+            if !found {
+                return false;
+            }
+            if !l.header.version.try_lock(v) {
+                continue;
+            }
+            let ok = l.values[pos].load(R) == expected;
+            if ok {
+                l.values[pos].store(new, R);
+            }
+            l.header.version.unlock_unchanged();
+            return ok;
+        }
+    }
+
+    /// Remove `key`; returns its value and the leaf change.
+    pub fn remove<G: Guard>(&self, key: &[u8], g: &mut G) -> Option<(u64, NodeChange)> {
+        self.remove_impl(key, None, g)
+    }
+
+    /// Remove `key` only if it maps to `expected`.
+    pub fn remove_if<G: Guard>(&self, key: &[u8], expected: u64, g: &mut G) -> Option<NodeChange> {
+        self.remove_impl(key, Some(expected), g).map(|(_, c)| c)
+    }
+
+    fn remove_impl<G: Guard>(
+        &self,
+        key: &[u8],
+        expected: Option<u64>,
+        g: &mut G,
+    ) -> Option<(u64, NodeChange)> {
+        let k = SearchKey::new(key);
+        loop {
+            let (leaf, v) = self.find_leaf(Target::At(k), g);
+            // SAFETY: live leaf.
+            let l = unsafe { &*leaf };
+            let n = l.count.load(R).min(LEAF_WIDTH);
+            // SAFETY: pinned.
+            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
+            if l.header.version.has_changed(v) {
+                continue;
+            }
+            if !found {
+                return None;
+            }
+            if !l.header.version.try_lock(v) {
+                continue;
+            }
+            let value = l.values[pos].load(R);
+            if expected.is_some_and(|e| e != value) {
+                l.header.version.unlock_unchanged();
+                return None;
+            }
+            let info = l.infos[pos].load(R);
+            for i in pos + 1..n {
+                copy_entry(l, i, l, i - 1);
+            }
+            clear_entry(l, n - 1);
+            l.count.store(n - 1, R);
+            let nv = l.header.version.unlock();
+            if let Some(r) = Retired::new(info) {
+                g.retire(r);
+            }
+            return Some((
+                value,
+                NodeChange {
+                    leaf: LeafRef(NonNull::from(l)),
+                    old_version: v,
+                    new_version: nv,
+                    split: None,
+                },
+            ));
+        }
+    }
+
+    /// Visit the keys in `(lo, hi)` in order (descending if `reverse`).
+    ///
+    /// `on_leaf` is told each leaf whose validated contents were used, with
+    /// its version, before `visit` sees that leaf's keys; together those
+    /// leaves cover the whole range scanned so far. `visit` returns false
+    /// to stop. Keys are passed as slices valid for the call.
+    pub fn scan<G: Guard>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        g: &G,
+        mut on_leaf: impl FnMut(LeafRef, u64),
+        mut visit: impl FnMut(&[u8], u64) -> bool,
+    ) {
+        if reverse {
+            self.scan_rev(lo, hi, g, &mut on_leaf, &mut visit)
+        } else {
+            self.scan_fwd(lo, hi, g, &mut on_leaf, &mut visit)
+        }
+    }
+
+    fn scan_fwd<G: Guard>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        g: &G,
+        on_leaf: &mut dyn FnMut(LeafRef, u64),
+        visit: &mut dyn FnMut(&[u8], u64) -> bool,
+    ) {
+        // The lowest key still wanted: `lo`, or just past the last key
+        // visited (a stored pair, valid while we are pinned).
+        let mut last: Option<(u64, u64)> = None;
+        let mut ents = [(0u64, 0u64, 0u64); LEAF_WIDTH];
+        let (mut leaf, mut v) = self.find_leaf(Target::At(SearchKey::new(bound_key(lo))), g);
+        let mut check_lo = true;
+        loop {
+            // SAFETY: live leaf.
+            let l = unsafe { &*leaf };
+            let n = l.count.load(R).min(LEAF_WIDTH);
+            for (i, e) in ents.iter_mut().enumerate().take(n) {
+                *e = (l.slices[i].load(R), l.infos[i].load(R), l.values[i].load(R));
+            }
+            let next = l.next.load(R);
+            if l.header.version.has_changed(v) {
+                let mut tmp = [0u8; 8];
+                let cur = match last {
+                    // SAFETY: a key we visited; pinned.
+                    Some((s, i)) => unsafe { stored_bytes(s, i, &mut tmp) },
+                    None => bound_key(lo),
+                };
+                (leaf, v) = self.find_leaf(Target::At(SearchKey::new(cur)), g);
+                check_lo = true;
+                continue;
+            }
+            on_leaf(LeafRef(NonNull::from(l)), v);
+            for &(s, info, val) in &ents[..n] {
+                let mut tmp = [0u8; 8];
+                // SAFETY: validated entry; pinned.
+                let kb = unsafe { stored_bytes(s, info, &mut tmp) };
+                if check_lo {
+                    let below = match last {
+                        Some((ls, li)) => {
+                            let mut t2 = [0u8; 8];
+                            // SAFETY: as above.
+                            kb <= unsafe { stored_bytes(ls, li, &mut t2) }
+                        }
+                        None => match lo {
+                            Bound::Included(b) => kb < b,
+                            Bound::Excluded(b) => kb <= b,
+                            Bound::Unbounded => false,
+                        },
+                    };
+                    if below {
+                        continue;
+                    }
+                    check_lo = false;
+                }
+                let above = match hi {
+                    Bound::Included(b) => kb > b,
+                    Bound::Excluded(b) => kb >= b,
+                    Bound::Unbounded => false,
+                };
+                if above || !visit(kb, val) {
+                    return;
+                }
+                last = Some((s, info));
+            }
+            if next.is_null() {
+                return;
+            }
+            leaf = next;
+            // SAFETY: live leaf.
+            v = unsafe { &*next }.header.version.stable();
+        }
+    }
+
+    fn scan_rev<G: Guard>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        g: &G,
+        on_leaf: &mut dyn FnMut(LeafRef, u64),
+        visit: &mut dyn FnMut(&[u8], u64) -> bool,
+    ) {
+        // The highest key still wanted: `hi`, or just below `upper` (the
+        // last key visited or the low fence of the last leaf).
+        let mut upper: Option<(u64, u64)> = None;
+        let mut ents = [(0u64, 0u64, 0u64); LEAF_WIDTH];
+        let target = |upper: Option<(u64, u64)>, tmp: &mut [u8; 8]| -> (*const Leaf, u64) {
+            match upper {
+                // SAFETY: a visited key or a fence; pinned.
+                Some((s, i)) => self.find_leaf(
+                    Target::Before(SearchKey::new(unsafe { stored_bytes(s, i, tmp) })),
+                    g,
+                ),
+                None => match hi {
+                    Bound::Included(b) => self.find_leaf(Target::At(SearchKey::new(b)), g),
+                    Bound::Excluded(b) => self.find_leaf(Target::Before(SearchKey::new(b)), g),
+                    Bound::Unbounded => self.find_leaf(Target::Rightmost, g),
+                },
+            }
+        };
+        let mut tmp = [0u8; 8];
+        let (mut leaf, mut v) = target(upper, &mut tmp);
+        loop {
+            // SAFETY: live leaf.
+            let l = unsafe { &*leaf };
+            let n = l.count.load(R).min(LEAF_WIDTH);
+            for (i, e) in ents.iter_mut().enumerate().take(n) {
+                *e = (l.slices[i].load(R), l.infos[i].load(R), l.values[i].load(R));
+            }
+            if l.header.version.has_changed(v) {
+                (leaf, v) = target(upper, &mut tmp);
+                continue;
+            }
+            on_leaf(LeafRef(NonNull::from(l)), v);
+            for &(s, info, val) in ents[..n].iter().rev() {
+                let mut t = [0u8; 8];
+                // SAFETY: validated entry; pinned.
+                let kb = unsafe { stored_bytes(s, info, &mut t) };
+                let too_high = match upper {
+                    Some((us, ui)) => {
+                        let mut t2 = [0u8; 8];
+                        // SAFETY: as above.
+                        kb >= unsafe { stored_bytes(us, ui, &mut t2) }
+                    }
+                    None => match hi {
+                        Bound::Included(b) => kb > b,
+                        Bound::Excluded(b) => kb >= b,
+                        Bound::Unbounded => false,
+                    },
+                };
+                if too_high {
+                    continue;
+                }
+                if below_lo(kb, lo) || !visit(kb, val) {
+                    return;
+                }
+                upper = Some((s, info));
+            }
+            let Some(low) = l.low else { return };
+            let mut t = [0u8; 8];
+            // SAFETY: fences live as long as the tree.
+            if below_lo(unsafe { stored_bytes(low.0, low.1, &mut t) }, lo) {
+                return;
+            }
+            upper = Some(low);
+            (leaf, v) = target(upper, &mut tmp);
+        }
+    }
+
+    /// Call `f` with every value, with exclusive access (for owners that
+    /// must free what the values point to before dropping the tree).
+    pub fn for_each_value(&mut self, mut f: impl FnMut(u64)) {
+        let mut node = *self.root.get_mut() as *const Header;
+        // SAFETY: exclusive access; nodes are live.
+        unsafe {
+            while !hdr(node).is_leaf {
+                node = (*(node as *const Inner)).children[0].load(R);
+            }
+            let mut leaf = node as *const Leaf;
+            while !leaf.is_null() {
+                let l = &*leaf;
+                for i in 0..l.count.load(R) {
+                    f(l.values[i].load(R));
+                }
+                leaf = l.next.load(R);
+            }
+        }
+    }
+}
+
+/// Is `k` below the lower bound?
+fn below_lo(k: &[u8], lo: Bound<&[u8]>) -> bool {
+    match lo {
+        Bound::Included(b) => k < b,
+        Bound::Excluded(b) => k <= b,
+        Bound::Unbounded => false,
+    }
+}
+
+fn bound_key(b: Bound<&[u8]>) -> &[u8] {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => k,
+        Bound::Unbounded => &[],
+    }
+}
+
+/// # Safety
+/// Exclusive access; `p` is a live node not reachable from elsewhere.
+unsafe fn free_node(p: *mut Header) {
+    // SAFETY: caller's contract.
+    unsafe {
+        if (*p).is_leaf {
+            let leaf = Box::from_raw(p as *mut Leaf);
+            for i in 0..leaf.count.load(R) {
+                crate::key::free_stored(leaf.infos[i].load(R));
+            }
+            if let Some((_, info)) = leaf.low {
+                crate::key::free_stored(info);
+            }
+        } else {
+            let inner = Box::from_raw(p as *mut Inner);
+            for i in 0..=inner.count.load(R) {
+                free_node(inner.children[i].load(R));
+            }
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader remains.
+        unsafe { free_node(*self.root.get_mut()) }
+    }
+}
