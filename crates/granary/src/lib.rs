@@ -1,1 +1,58 @@
+//! granary: a multicore in-memory serializable transaction engine — Silo's
+//! optimistic concurrency control (SOSP'13) over a Masstree-style index.
+//!
+//! * [`Database`] holds tables ([`TableId`]) and runs the epoch thread.
+//! * Each thread takes a [`Worker`] and runs one-shot transactions as
+//!   closures: [`Worker::run`] retries conflicts, [`Worker::try_run`] runs
+//!   once, [`Worker::snapshot`] reads a consistent recent snapshot and
+//!   never aborts.
+//! * Inside, a [`Transaction`] offers `get`, `put`, `insert`, `delete` and
+//!   `scan` over byte keys and values; [`keys`] encodes composite keys in
+//!   order; [`SecondaryIndex`] keeps a secondary index in step.
+//! * Errors are typed ([`Error`]); conflicts are outcomes
+//!   ([`AbortReason`]), counted per worker ([`Stats`]).
+//!
+//! ```
+//! use granary::{Database, Options, TxError};
+//! use std::ops::Bound;
+//!
+//! let db = Database::new(Options::default())?;
+//! let t = db.create_table("kv")?;
+//! let mut w = db.worker()?;
+//! w.run(|tx| {
+//!     for i in 0u32..5 {
+//!         tx.insert(t, &i.to_be_bytes(), b"x")?;
+//!     }
+//!     Ok(())
+//! })?;
+//! // Inserting an existing key is an error, not a conflict.
+//! let e = w.run(|tx| tx.insert(t, &3u32.to_be_bytes(), b"y"));
+//! assert!(matches!(e, Err(granary::Error::KeyExists)));
+//! let n = w.run(|tx| {
+//!     let rows = tx.scan_collect(t, Bound::Included(&1u32.to_be_bytes()[..]), Bound::Unbounded, 10, false)?;
+//!     Ok::<_, TxError>(rows.len())
+//! })?;
+//! assert_eq!(n, 4);
+//! # Ok::<(), granary::Error>(())
+//! ```
 
+mod db;
+mod epoch;
+mod error;
+mod gc;
+pub mod keys;
+mod record;
+mod secondary;
+mod snapshot;
+mod sync;
+mod tid;
+mod txn;
+mod worker;
+
+pub use db::{Database, Options, TableId, MAX_KEY_BYTES, MAX_TABLES, MAX_VALUE_BYTES};
+pub use error::{AbortReason, Error, TxError};
+pub use secondary::SecondaryIndex;
+pub use snapshot::Snapshot;
+pub use tid::{Tid, SNAPSHOT_K};
+pub use txn::Transaction;
+pub use worker::{Stats, Worker};

@@ -1,0 +1,160 @@
+//! Errors and abort reasons.
+//!
+//! A conflict is an outcome, not an error: [`Worker::try_run`] returns
+//! `Result<Result<T, AbortReason>, Error>`, keeping "retry me" apart from
+//! "something is wrong". Inside a transaction body both travel as
+//! [`TxError`] so `?` works on every operation.
+//!
+//! [`Worker::try_run`]: crate::Worker::try_run
+
+use std::fmt;
+
+/// Why a transaction attempt aborted. Every abort is counted by reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AbortReason {
+    /// A record read changed, was superseded, or was deleted before commit
+    /// (Silo Fig. 2, Phase 2).
+    ReadValidation,
+    /// A read record was locked by another committing transaction.
+    ReadLocked,
+    /// A leaf in the node-set changed: a phantom (Silo §4.6).
+    NodeValidation,
+    /// A record this transaction writes was superseded before it could
+    /// lock it.
+    WriteValidation,
+}
+
+impl AbortReason {
+    /// Every reason, in a fixed order (for counters and reports).
+    pub const ALL: [AbortReason; 4] = [
+        AbortReason::ReadValidation,
+        AbortReason::ReadLocked,
+        AbortReason::NodeValidation,
+        AbortReason::WriteValidation,
+    ];
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A short stable name (used in reports and JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::ReadValidation => "read_validation",
+            AbortReason::ReadLocked => "read_locked",
+            AbortReason::NodeValidation => "node_validation",
+            AbortReason::WriteValidation => "write_validation",
+        }
+    }
+}
+
+impl fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Errors granary reports. Nothing here is retried automatically.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A key longer than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES).
+    KeyTooLarge { len: usize, max: usize },
+    /// A value longer than [`MAX_VALUE_BYTES`](crate::MAX_VALUE_BYTES).
+    ValueTooLarge { len: usize, max: usize },
+    /// `insert` found the key present.
+    KeyExists,
+    /// No table has this name.
+    UnknownTable(String),
+    /// A [`TableId`](crate::TableId) that no table of this database has.
+    UnknownTableId(u32),
+    /// `create_table` with a name already taken.
+    TableExists(String),
+    /// The database's table limit was reached.
+    TooManyTables { max: usize },
+    /// More concurrent workers than `Options::max_workers`.
+    TooManyWorkers { max: usize },
+    /// `run` gave up after this many conflicting attempts.
+    RetriesExhausted { attempts: u32, last: AbortReason },
+    /// The transaction body asked to roll back.
+    RolledBack,
+    /// The transaction body failed with its own error.
+    User(Box<dyn std::error::Error + Send + Sync>),
+    /// An invalid option value.
+    InvalidOption(String),
+    /// The operating system refused a resource (e.g. the epoch thread).
+    Io(std::io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the {max}-byte limit"),
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes exceeds the {max}-byte limit")
+            }
+            Error::KeyExists => f.write_str("key already exists"),
+            Error::UnknownTable(n) => write!(f, "no table named {n:?}"),
+            Error::UnknownTableId(id) => write!(f, "no table with id {id} in this database"),
+            Error::TableExists(n) => write!(f, "a table named {n:?} already exists"),
+            Error::TooManyTables { max } => write!(f, "table limit of {max} reached"),
+            Error::TooManyWorkers { max } => write!(f, "worker limit of {max} reached"),
+            Error::RetriesExhausted { attempts, last } => {
+                write!(f, "transaction aborted {attempts} times (last: {last})")
+            }
+            Error::RolledBack => f.write_str("transaction rolled back"),
+            Error::User(e) => write!(f, "transaction failed: {e}"),
+            Error::InvalidOption(m) => write!(f, "invalid option: {m}"),
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::User(e) => Some(e.as_ref()),
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What a transaction body's operations return on failure: a conflict
+/// (the attempt is doomed; `run` retries it) or an error (`run` returns
+/// it, after checking that the reads it was based on were consistent).
+#[derive(Debug)]
+pub enum TxError {
+    Conflict(AbortReason),
+    Failed(Error),
+}
+
+impl TxError {
+    /// Wrap an application error to fail the transaction with it.
+    pub fn user(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TxError {
+        TxError::Failed(Error::User(e.into()))
+    }
+
+    /// Ask to roll the transaction back without retrying.
+    pub fn rollback() -> TxError {
+        TxError::Failed(Error::RolledBack)
+    }
+}
+
+impl From<Error> for TxError {
+    fn from(e: Error) -> Self {
+        TxError::Failed(e)
+    }
+}
+
+impl fmt::Display for TxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxError::Conflict(r) => write!(f, "conflict: {r}"),
+            TxError::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TxError {}

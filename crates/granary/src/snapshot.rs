@@ -1,0 +1,132 @@
+//! Snapshot transactions (Silo §4.9): read-only, as of the worker's
+//! snapshot epoch `se_w`, never validated, never aborted.
+//!
+//! For each record the reader wants the newest version with epoch ≤ `se_w`:
+//! the record itself if its TID is old enough (read under the usual
+//! TID-word check), else the first such version down its `prev` chain.
+//! Older versions are immutable and freed only after every worker's
+//! snapshot epoch has passed the epoch that superseded them.
+
+use std::ops::Bound;
+
+use crate::db::TableId;
+use crate::error::Error;
+use crate::record::Record;
+use crate::sync::{fence, Ordering};
+use crate::tid::Tid;
+use crate::worker::{check_key, ReadPin, Worker};
+
+/// A snapshot transaction in progress; see [`Worker::snapshot`].
+pub struct Snapshot<'w> {
+    w: &'w mut Worker,
+}
+
+impl<'w> Snapshot<'w> {
+    pub(crate) fn new(w: &'w mut Worker) -> Self {
+        Snapshot { w }
+    }
+
+    /// The snapshot epoch this transaction reads at.
+    pub fn epoch(&self) -> u64 {
+        self.w.snap_epoch
+    }
+
+    /// Read `key` as of the snapshot. The slice is valid until the next call.
+    ///
+    /// # Errors
+    /// [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
+    pub fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, Error> {
+        check_key(key)?;
+        let shared = self.w.shared.clone();
+        let tree = &shared.table(t)?.tree;
+        // SAFETY: pinned for the whole snapshot transaction.
+        let pin = unsafe { ReadPin::new() };
+        let Some(p) = tree.get(key, &pin).value else {
+            return Ok(None);
+        };
+        let se = self.w.snap_epoch;
+        let buf = self.w.st_buf();
+        // SAFETY: reachable from the tree while pinned.
+        let found = unsafe { read_as_of(&*(p as *const Record), se, buf) };
+        Ok(found.then_some(&buf[..]))
+    }
+
+    /// Visit up to `limit` keys of the snapshot within the bounds, in order
+    /// (descending if `reverse`); `f` returns false to stop.
+    ///
+    /// # Errors
+    /// [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
+    pub fn scan(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        for b in [lo, hi] {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                check_key(k)?;
+            }
+        }
+        if limit == 0 {
+            return Ok(());
+        }
+        let shared = self.w.shared.clone();
+        let tree = &shared.table(t)?.tree;
+        let se = self.w.snap_epoch;
+        let buf = self.w.st_buf();
+        // SAFETY: pinned for the whole snapshot transaction.
+        let pin = unsafe { ReadPin::new() };
+        let mut emitted = 0;
+        tree.scan(lo, hi, reverse, &pin, |_, _| {}, |key, p| {
+            // SAFETY: reachable from the tree while pinned.
+            if !unsafe { read_as_of(&*(p as *const Record), se, buf) } {
+                return true;
+            }
+            emitted += 1;
+            f(key, buf) && emitted < limit
+        });
+        Ok(())
+    }
+}
+
+/// Copy the version of `rec` visible at snapshot epoch `se` into `out`;
+/// false if the key did not exist then.
+///
+/// # Safety
+/// `rec` is reachable and the caller is pinned with snapshot epoch `se`.
+unsafe fn read_as_of(rec: &Record, se: u64, out: &mut Vec<u8>) -> bool {
+    loop {
+        let t = rec.stable_tid();
+        if t.epoch() <= se {
+            let t2 = rec.read(out);
+            if t2 != t {
+                continue;
+            }
+            return !t.is_absent();
+        }
+        // Acquire: pairs with the Release store of `prev` in Phase 3.
+        let mut p = rec.prev.load(Ordering::Acquire);
+        fence(Ordering::Acquire);
+        if rec.tid.load(Ordering::Relaxed) != t.0 {
+            continue;
+        }
+        while !p.is_null() {
+            // SAFETY: versions on the chain that a reader at `se` can reach
+            // are freed only after `snap_safe` passes `se` (gc module).
+            let v = unsafe { &*p };
+            let vt = Tid(v.tid.load(Ordering::Acquire));
+            if vt.epoch() <= se {
+                if vt.is_absent() {
+                    return false;
+                }
+                v.load_value(out);
+                return true;
+            }
+            p = v.prev.load(Ordering::Acquire);
+        }
+        return false;
+    }
+}

@@ -1,0 +1,673 @@
+//! Read/write transactions: Silo's OCC (§4.4–§4.6, Fig. 2).
+//!
+//! While the body runs, every record read goes into the *read-set* with
+//! the TID word seen, every write is buffered in the *write-set*, and every
+//! leaf a failed lookup or a scan depended on goes into the *node-set* with
+//! its version. Nothing shared is written, except that an insert of a new
+//! key puts an *absent* placeholder record into the tree first (§4.5), so
+//! that there is something to lock.
+//!
+//! Commit (Fig. 2): lock the write-set in address order → fence → read the
+//! global epoch `E` (the serialization point) → validate the read-set (same
+//! TID, still latest, not locked by someone else) and the node-set (same
+//! leaf versions) → choose the commit TID (greater than every TID read or
+//! written and than this worker's last, in epoch `E`) → install each value
+//! and release its lock with one store of the new TID word.
+
+use std::ops::Bound;
+use std::ptr::NonNull;
+
+use granary_index::{Insert, LeafRef, NodeChange};
+
+use crate::db::{Table, TableId};
+use crate::error::{AbortReason, Error, TxError};
+use crate::gc::{Cleanup, Garbage};
+use crate::record::Record;
+use crate::sync::{fence, Ordering};
+use crate::tid::{snap, Tid};
+use crate::worker::{check_key, check_value, ReadPin, RetirePin, Worker};
+
+/// The TID word of a fresh insert placeholder: TID 0, absent, latest.
+const PLACEHOLDER: Tid = Tid(Tid::LATEST | Tid::ABSENT);
+
+#[derive(Clone, Copy)]
+struct ReadEntry {
+    rec: *const Record,
+    tid: Tid,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WriteKind {
+    /// Overwrite (or delete) a record that was in the tree.
+    Existing,
+    /// A placeholder this transaction put in the tree.
+    Placeholder,
+}
+
+#[derive(Clone)]
+struct WriteEntry {
+    table: TableId,
+    rec: *const Record,
+    kind: WriteKind,
+    key: (u32, u32),
+    /// The new value (arena range), or `None` for a delete.
+    value: Option<(u32, u32)>,
+    /// The TID word found when locking (Phase 1).
+    locked: Tid,
+}
+
+#[derive(Clone, Copy)]
+struct NodeEntry {
+    leaf: LeafRef,
+    version: u64,
+}
+
+/// The reusable per-worker sets (no allocation per transaction once warm).
+#[derive(Default)]
+pub(crate) struct TxState {
+    read_set: Vec<ReadEntry>,
+    write_set: Vec<WriteEntry>,
+    node_set: Vec<NodeEntry>,
+    /// Keys and values of the write-set.
+    arena: Vec<u8>,
+    /// The last value read, returned by reference from `get`.
+    pub(crate) buf: Vec<u8>,
+    scratch: Vec<u8>,
+    order: Vec<u32>,
+}
+
+impl TxState {
+    fn clear(&mut self) {
+        self.read_set.clear();
+        self.write_set.clear();
+        self.node_set.clear();
+        self.arena.clear();
+    }
+
+    fn push_bytes(&mut self, b: &[u8]) -> (u32, u32) {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(b);
+        (start as u32, b.len() as u32)
+    }
+
+    fn bytes(&self, r: (u32, u32)) -> &[u8] {
+        &self.arena[r.0 as usize..(r.0 + r.1) as usize]
+    }
+
+    fn find_write(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        self.write_set
+            .iter()
+            .position(|w| w.table == t && self.bytes(w.key) == key)
+    }
+
+    /// Apply our own insert's leaf change to the node-set (§4.6): a leaf we
+    /// depended on moves from `old` to `new` only if nobody else changed it
+    /// first; a split-off sibling inherits the dependency.
+    fn apply_node_change(&mut self, c: &NodeChange) -> Result<(), AbortReason> {
+        let mut tracked = false;
+        for n in self.node_set.iter_mut().filter(|n| n.leaf == c.leaf) {
+            if n.version != c.old_version {
+                return Err(AbortReason::NodeValidation);
+            }
+            n.version = c.new_version;
+            tracked = true;
+        }
+        if let (true, Some((right, v))) = (tracked, c.split) {
+            self.node_set.push(NodeEntry { leaf: right, version: v });
+        }
+        Ok(())
+    }
+}
+
+enum Found {
+    Record(*const Record),
+    Missing(LeafRef, u64),
+}
+
+/// A read/write transaction in progress; see [`Worker::run`]. Every
+/// operation returns [`TxError::Conflict`] once the attempt is doomed, and
+/// keeps returning it: a doomed transaction cannot commit.
+pub struct Transaction<'w> {
+    w: &'w mut Worker,
+    doomed: Option<AbortReason>,
+}
+
+impl<'w> Transaction<'w> {
+    pub(crate) fn new(w: &'w mut Worker) -> Self {
+        w.st.clear();
+        Transaction { w, doomed: None }
+    }
+
+    #[inline]
+    fn enter(&self, t: TableId, key: &[u8]) -> Result<(), TxError> {
+        if let Some(r) = self.doomed {
+            return Err(TxError::Conflict(r));
+        }
+        check_key(key)?;
+        self.w.shared.table(t)?;
+        Ok(())
+    }
+
+    fn doom(&mut self, r: AbortReason) -> TxError {
+        self.doomed = Some(r);
+        TxError::Conflict(r)
+    }
+
+    #[inline]
+    fn table(&self, t: TableId) -> &Table {
+        self.w.shared.table(t).expect("checked in enter")
+    }
+
+    fn lookup(&self, t: TableId, key: &[u8]) -> Found {
+        // SAFETY: the worker is pinned for the whole transaction.
+        let pin = unsafe { ReadPin::new() };
+        let l = self.table(t).tree.get(key, &pin);
+        match l.value {
+            Some(p) => Found::Record(p as *const Record),
+            None => Found::Missing(l.leaf, l.version),
+        }
+    }
+
+    /// Read `key`. The slice is valid until the next operation.
+    ///
+    /// # Errors
+    /// A conflict, [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
+    pub fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.enter(t, key)?;
+        let present = if let Some(i) = self.w.st.find_write(t, key) {
+            let st = &mut self.w.st;
+            match st.write_set[i].value {
+                Some(r) => {
+                    let (s, n) = (r.0 as usize, r.1 as usize);
+                    st.buf.clear();
+                    st.buf.extend_from_slice(&st.arena[s..s + n]);
+                    true
+                }
+                None => false,
+            }
+        } else {
+            loop {
+                match self.lookup(t, key) {
+                    Found::Missing(leaf, version) => {
+                        // §4.6: the key must still be missing at commit.
+                        self.w.st.node_set.push(NodeEntry { leaf, version });
+                        break false;
+                    }
+                    Found::Record(p) => {
+                        // SAFETY: reachable from the tree while pinned.
+                        let rec = unsafe { &*p };
+                        let st = &mut self.w.st;
+                        let tid = rec.read(&mut st.buf);
+                        if !tid.is_latest() {
+                            continue; // superseded by a bigger copy: look again
+                        }
+                        st.read_set.push(ReadEntry { rec: p, tid });
+                        break !tid.is_absent();
+                    }
+                }
+            }
+        };
+        Ok(present.then_some(&self.w.st.buf[..]))
+    }
+
+    /// Write `key → value`, inserting the key if it is missing.
+    ///
+    /// # Errors
+    /// A conflict, [`Error::KeyTooLarge`], [`Error::ValueTooLarge`],
+    /// [`Error::UnknownTableId`].
+    pub fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.enter(t, key)?;
+        check_value(value)?;
+        if let Some(i) = self.w.st.find_write(t, key) {
+            let v = self.w.st.push_bytes(value);
+            self.w.st.write_set[i].value = Some(v);
+            return Ok(());
+        }
+        loop {
+            match self.lookup(t, key) {
+                Found::Missing(..) => {
+                    if self.insert_placeholder(t, key, value)? {
+                        return Ok(());
+                    }
+                }
+                Found::Record(p) => {
+                    // SAFETY: reachable while pinned.
+                    let tid = unsafe { &*p }.stable_tid();
+                    if !tid.is_latest() {
+                        continue;
+                    }
+                    // A blind write: Phase 1 locks it and checks it is still
+                    // the latest version; no read validation is needed.
+                    self.push_write(t, p, WriteKind::Existing, key, Some(value));
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Insert `key → value`; fails with [`Error::KeyExists`] if the key is
+    /// present.
+    ///
+    /// # Errors
+    /// As for [`Transaction::put`], plus [`Error::KeyExists`].
+    pub fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.enter(t, key)?;
+        check_value(value)?;
+        if let Some(i) = self.w.st.find_write(t, key) {
+            if self.w.st.write_set[i].value.is_some() {
+                return Err(Error::KeyExists.into());
+            }
+            let v = self.w.st.push_bytes(value);
+            self.w.st.write_set[i].value = Some(v);
+            return Ok(());
+        }
+        loop {
+            match self.lookup(t, key) {
+                Found::Missing(..) => {
+                    if self.insert_placeholder(t, key, value)? {
+                        return Ok(());
+                    }
+                }
+                Found::Record(p) => {
+                    // SAFETY: reachable while pinned.
+                    let tid = unsafe { &*p }.stable_tid();
+                    if !tid.is_latest() {
+                        continue;
+                    }
+                    // The key's presence (or absence) is part of what we read.
+                    self.w.st.read_set.push(ReadEntry { rec: p, tid });
+                    if !tid.is_absent() {
+                        return Err(Error::KeyExists.into());
+                    }
+                    self.push_write(t, p, WriteKind::Existing, key, Some(value));
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Delete `key`; returns whether it was present.
+    ///
+    /// # Errors
+    /// A conflict, [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
+    pub fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        self.enter(t, key)?;
+        if let Some(i) = self.w.st.find_write(t, key) {
+            let was = self.w.st.write_set[i].value.take().is_some();
+            return Ok(was);
+        }
+        loop {
+            match self.lookup(t, key) {
+                Found::Missing(leaf, version) => {
+                    self.w.st.node_set.push(NodeEntry { leaf, version });
+                    return Ok(false);
+                }
+                Found::Record(p) => {
+                    // SAFETY: reachable while pinned.
+                    let tid = unsafe { &*p }.stable_tid();
+                    if !tid.is_latest() {
+                        continue;
+                    }
+                    self.w.st.read_set.push(ReadEntry { rec: p, tid });
+                    if tid.is_absent() {
+                        return Ok(false);
+                    }
+                    self.push_write(t, p, WriteKind::Existing, key, None);
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Visit up to `limit` keys in `[lo, hi)`-style bounds in ascending order
+    /// (descending if `reverse`), with their values; `f` returns false to
+    /// stop. The scanned range is protected against phantoms (§4.6).
+    ///
+    /// # Errors
+    /// A conflict, [`Error::UnknownTableId`], [`Error::KeyTooLarge`].
+    pub fn scan(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError> {
+        for b in [lo, hi] {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                self.enter(t, k)?;
+            }
+        }
+        self.enter(t, b"")?;
+        if limit == 0 {
+            return Ok(());
+        }
+        let shared = self.w.shared.clone();
+        let tree = &shared.table(t)?.tree;
+        let st = &mut self.w.st;
+        // SAFETY: pinned for the whole transaction.
+        let pin = unsafe { ReadPin::new() };
+        let mut emitted = 0;
+        let mut buf = std::mem::take(&mut st.buf);
+        tree.scan(
+            lo,
+            hi,
+            reverse,
+            &pin,
+            |leaf, version| st.node_set.push(NodeEntry { leaf, version }),
+            |key, p| {
+                let mut p = p as *const Record;
+                if let Some(w) = st.write_set.iter().find(|w| w.rec == p) {
+                    // Our own write shadows the record.
+                    let Some((s, n)) = w.value else { return true };
+                    emitted += 1;
+                    return f(key, &st.arena[s as usize..(s + n) as usize]) && emitted < limit;
+                }
+                let tid = loop {
+                    // SAFETY: reachable from the tree while pinned.
+                    let tid = unsafe { &*p }.read(&mut buf);
+                    if tid.is_latest() {
+                        break tid;
+                    }
+                    // Superseded by a bigger copy: the tree has the new one.
+                    match tree.get(key, &pin).value {
+                        Some(q) => p = q as *const Record,
+                        None => return true,
+                    }
+                };
+                st.read_set.push(ReadEntry { rec: p, tid });
+                if tid.is_absent() {
+                    return true;
+                }
+                emitted += 1;
+                f(key, &buf) && emitted < limit
+            },
+        );
+        st.buf = buf;
+        Ok(())
+    }
+
+    /// Collect up to `limit` `(key, value)` pairs of a [`scan`](Self::scan).
+    ///
+    /// # Errors
+    /// As for [`Transaction::scan`].
+    pub fn scan_collect(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TxError> {
+        let mut out = Vec::new();
+        self.scan(t, lo, hi, limit, reverse, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    fn push_write(&mut self, t: TableId, rec: *const Record, kind: WriteKind, key: &[u8], value: Option<&[u8]>) {
+        let st = &mut self.w.st;
+        let key = st.push_bytes(key);
+        let value = value.map(|v| st.push_bytes(v));
+        st.write_set.push(WriteEntry {
+            table: t,
+            rec,
+            kind,
+            key,
+            value,
+            locked: Tid::default(),
+        });
+    }
+
+    /// §4.5 insert: put an absent placeholder in the tree (insert-if-absent)
+    /// and treat it as read and written.
+    /// Returns false if the key appeared meanwhile (look it up again).
+    fn insert_placeholder(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<bool, TxError> {
+        let ph = Record::alloc(PLACEHOLDER, &[], value.len(), std::ptr::null_mut());
+        // SAFETY: pinned for the whole transaction.
+        let mut pin = unsafe { ReadPin::new() };
+        match self.table(t).tree.insert(key, ph.as_ptr() as u64, &mut pin) {
+            Insert::Exists { .. } => {
+                // SAFETY: never published.
+                unsafe { Record::free(ph) };
+                // Someone inserted it first: the caller looks again.
+                Ok(false)
+            }
+            Insert::Inserted(change) => {
+                let p = ph.as_ptr() as *const Record;
+                self.w.st.read_set.push(ReadEntry { rec: p, tid: PLACEHOLDER });
+                self.push_write(t, p, WriteKind::Placeholder, key, Some(value));
+                self.w.st.apply_node_change(&change).map_err(|r| self.doom(r))?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Check, without locks, that everything read is still as it was.
+    pub(crate) fn reads_still_valid(&self) -> bool {
+        self.doomed.is_none() && validate(&self.w.st, false).is_ok()
+    }
+
+    /// Fig. 2. On failure everything is rolled back.
+    pub(crate) fn commit(&mut self) -> Result<(), AbortReason> {
+        if let Some(r) = self.doomed {
+            self.abort();
+            return Err(r);
+        }
+        if self.w.st.write_set.is_empty() {
+            // Read-only: Phase 2 only; no TID, nothing to install.
+            return validate(&self.w.st, false).inspect_err(|_| self.abort());
+        }
+        // Phase 1: lock the write-set in a global (address) order.
+        let st = &mut self.w.st;
+        st.order.clear();
+        st.order.extend(0..st.write_set.len() as u32);
+        let ws = &st.write_set;
+        st.order.sort_unstable_by_key(|&i| ws[i as usize].rec as usize);
+        for k in 0..st.order.len() {
+            let i = st.order[k] as usize;
+            // SAFETY: write-set records are reachable (we are pinned).
+            let rec = unsafe { &*st.write_set[i].rec };
+            let t = rec.lock();
+            st.write_set[i].locked = t.with(Tid::LOCK);
+            if !t.is_latest() {
+                // Superseded since we found it: our write would be lost.
+                unlock_first(st, k + 1);
+                self.abort();
+                return Err(AbortReason::WriteValidation);
+            }
+        }
+        // The locks must be visible before we read E and the read-set:
+        // SeqCst fence, pairs with the same fence in every other committer
+        // (Fig. 3's store-buffering shape).
+        fence(Ordering::SeqCst);
+        let e = self.w.shared.epochs.global(); // the serialization point
+        // Phase 2.
+        if let Err(r) = validate(st, true) {
+            unlock_first(st, st.order.len());
+            self.abort();
+            return Err(r);
+        }
+        // Choose the commit TID (§4.2).
+        let mut max = self.w.last_tid.id();
+        for r in &st.read_set {
+            max = max.max(r.tid.id());
+        }
+        for w in &st.write_set {
+            max = max.max(w.locked.id());
+        }
+        let mut commit = Tid(max.0 + Tid::SEQ_ONE).max(Tid::new(e, 0));
+        if self.w.shared.options.global_tid {
+            // MemSilo+GlobalTID (§5.2): one shared counter per commit.
+            let g = self.w.shared.global_tid.fetch_add(1, Ordering::Relaxed);
+            commit = commit.max(Tid::new(e, g));
+        }
+        debug_assert_eq!(commit.epoch(), e, "sequence overflow within an epoch");
+        // Phase 3.
+        let shared = self.w.shared.clone();
+        for i in 0..self.w.st.write_set.len() {
+            self.install(&shared, i, commit, e);
+        }
+        self.w.last_tid = commit;
+        Ok(())
+    }
+
+    /// Phase 3 for one record: write it (keeping the old version for
+    /// snapshots if the write crosses a snapshot epoch, §4.9) and release
+    /// its lock with the new TID word.
+    fn install(&mut self, shared: &crate::db::Shared, i: usize, commit: Tid, e: u64) {
+        let w: &mut Worker = &mut *self.w;
+        let we = w.st.write_set[i].clone();
+        // SAFETY: locked by us, reachable.
+        let rec = unsafe { &*we.rec };
+        let old = we.locked.without(Tid::LOCK);
+        let crosses = shared.options.snapshots
+            && snap(old.epoch()) != snap(e)
+            && !(old.is_absent() && rec.prev.load(Ordering::Relaxed).is_null());
+        let keep_old = |w: &mut Worker, rec: &Record| {
+            // Copy the old version into new memory linked from the record,
+            // so the tree keeps pointing at the same record (§4.9).
+            rec.load_value(&mut w.st.scratch);
+            let copy = Record::alloc(
+                old.without(Tid::LATEST),
+                &w.st.scratch,
+                0,
+                rec.prev.load(Ordering::Relaxed),
+            );
+            // Release: a snapshot reader that sees the pointer (validated by
+            // the TID word) sees the copy's contents.
+            rec.prev.store(copy.as_ptr(), Ordering::Release);
+            w.gc.snap.push_back((snap(e), shared.epochs.global(), Garbage::Record(copy)));
+        };
+        match we.value {
+            Some(v) => {
+                let new_word = commit.with(Tid::LATEST);
+                let (s, n) = (v.0 as usize, v.1 as usize);
+                if n <= rec.capacity() {
+                    if crosses {
+                        keep_old(w, rec);
+                    }
+                    rec.store_value(&w.st.arena[s..s + n]);
+                    rec.unlock(new_word);
+                } else {
+                    // Too big to overwrite: a new record replaces this one in
+                    // the tree (§4.5); the old one stays reachable for
+                    // snapshots through `prev` if needed.
+                    let prev = if crosses {
+                        we.rec as *mut Record
+                    } else {
+                        rec.prev.load(Ordering::Relaxed)
+                    };
+                    let new = Record::alloc(new_word, &w.st.arena[s..s + n], 0, prev);
+                    let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
+                    // SAFETY: pinned.
+                    let mut pin = unsafe { ReadPin::new() };
+                    let swapped = shared
+                        .table(we.table)
+                        .expect("table")
+                        .tree
+                        .replace(&w.st.arena[ks..ks + kn], we.rec as u64, new.as_ptr() as u64, &mut pin);
+                    debug_assert!(swapped, "a locked record is its key's tree entry");
+                    rec.unlock(old.without(Tid::LATEST));
+                    let g = Garbage::Record(NonNull::from(rec));
+                    let label = shared.epochs.global();
+                    if crosses {
+                        w.gc.snap.push_back((snap(e), label, g));
+                    } else {
+                        w.gc.tree.push_back((label, g));
+                    }
+                }
+            }
+            None => {
+                if crosses {
+                    keep_old(w, rec);
+                }
+                let new_word = commit.with(Tid::LATEST | Tid::ABSENT);
+                rec.unlock(new_word);
+                // Unhook from the tree once no snapshot can need it (§4.9).
+                let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
+                w.gc.cleanup.push_back(Cleanup {
+                    label: if shared.options.snapshots { snap(e) } else { e },
+                    snapshot: shared.options.snapshots,
+                    table: we.table.0,
+                    key: w.st.arena[ks..ks + kn].into(),
+                    rec: NonNull::from(rec),
+                    tid: new_word,
+                });
+            }
+        }
+    }
+
+    /// Roll back: remove this attempt's placeholders from the tree (locks
+    /// were already released by the caller, or never taken).
+    pub(crate) fn abort(&mut self) {
+        let shared = self.w.shared.clone();
+        for i in 0..self.w.st.write_set.len() {
+            let we = &self.w.st.write_set[i];
+            if we.kind != WriteKind::Placeholder {
+                continue;
+            }
+            // SAFETY: we inserted it and are still pinned, so even if another
+            // transaction superseded and retired it, it is not yet freed.
+            let rec = unsafe { &*we.rec };
+            let t = rec.lock();
+            if t != PLACEHOLDER {
+                // Another transaction committed an insert over it: theirs now.
+                rec.unlock(t);
+                continue;
+            }
+            let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
+            let key: Box<[u8]> = self.w.st.arena[ks..ks + kn].into();
+            let table = we.table;
+            let p = we.rec;
+            let mut rp = RetirePin {
+                gc: &mut self.w.gc,
+                epochs: &shared.epochs,
+            };
+            let removed = shared
+                .table(table)
+                .expect("table")
+                .tree
+                .remove_if(&key, p as u64, &mut rp);
+            debug_assert!(removed.is_some(), "locked placeholder is in the tree");
+            rec.unlock(t.without(Tid::LATEST));
+            let label = shared.epochs.global();
+            self.w.gc.tree.push_back((label, Garbage::Record(NonNull::from(rec))));
+        }
+        self.w.st.write_set.clear();
+    }
+}
+
+/// Release the first `k` locks of the commit order, restoring their words.
+fn unlock_first(st: &mut TxState, k: usize) {
+    for &i in &st.order[..k] {
+        let w = &st.write_set[i as usize];
+        // SAFETY: locked by us.
+        unsafe { &*w.rec }.unlock(w.locked.without(Tid::LOCK));
+    }
+}
+
+/// Phase 2: the read-set and node-set are as the body saw them. With
+/// `locked`, the write-set is locked by us and sorted in `st.order`.
+fn validate(st: &TxState, locked: bool) -> Result<(), AbortReason> {
+    for r in &st.read_set {
+        // SAFETY: reachable while pinned.
+        let cur = Tid(unsafe { &*r.rec }.tid.load(Ordering::Acquire));
+        if cur.without(Tid::LOCK) != r.tid || !cur.is_latest() {
+            return Err(AbortReason::ReadValidation);
+        }
+        if cur.is_locked() && !(locked && st.write_set.iter().any(|w| w.rec == r.rec)) {
+            return Err(AbortReason::ReadLocked);
+        }
+    }
+    for n in &st.node_set {
+        // SAFETY: the table (and so its tree's leaves) outlives the worker.
+        if unsafe { n.leaf.version() } != n.version {
+            return Err(AbortReason::NodeValidation);
+        }
+    }
+    Ok(())
+}

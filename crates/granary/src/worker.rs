@@ -1,0 +1,449 @@
+//! Per-thread worker handles: transaction sets, garbage lists, statistics.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use granary_index::{Guard, Retired};
+
+use crate::db::{Shared, TableId, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::epoch::Epochs;
+use crate::error::{AbortReason, Error, TxError};
+use crate::gc::{Cleanup, Garbage, GcLists};
+use crate::record::Record;
+use crate::snapshot::Snapshot;
+use crate::sync::Ordering;
+use crate::tid::Tid;
+use crate::txn::{Transaction, TxState};
+
+/// Guard for tree operations that never retire memory (lookups, scans,
+/// inserts). Only created while the worker is pinned.
+pub(crate) struct ReadPin(());
+
+impl ReadPin {
+    /// # Safety
+    /// The calling worker is pinned for the guard's whole life.
+    pub(crate) unsafe fn new() -> ReadPin {
+        ReadPin(())
+    }
+}
+
+// SAFETY: created only while pinned (see `new`); never asked to retire
+// (reads and inserts unlink nothing) and would leak, not free, if it were.
+unsafe impl Guard for ReadPin {
+    fn retire(&mut self, garbage: Retired) {
+        std::mem::forget(garbage);
+    }
+}
+
+/// Guard for tree removals: retired keys join the worker's tree list,
+/// labelled with the current global epoch.
+pub(crate) struct RetirePin<'a> {
+    pub gc: &'a mut GcLists,
+    pub epochs: &'a Epochs,
+}
+
+// SAFETY: retired memory is freed only by `GcLists::collect` once
+// `tree_safe` passes its label: every worker pinned when it was unlinked has
+// unpinned (see `epoch` module docs).
+unsafe impl Guard for RetirePin<'_> {
+    fn retire(&mut self, garbage: Retired) {
+        self.gc.tree.push_back((self.epochs.global(), Garbage::Key(garbage)));
+    }
+}
+
+/// Per-worker counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Committed transactions (including read-only and snapshot ones).
+    pub commits: u64,
+    /// Conflict aborts, indexed like [`AbortReason::ALL`].
+    pub aborts: [u64; AbortReason::ALL.len()],
+    /// Transactions that ended with an error (including rollbacks).
+    pub failures: u64,
+}
+
+impl Stats {
+    /// Aborts for one reason.
+    pub fn aborts_for(&self, r: AbortReason) -> u64 {
+        self.aborts[r.index()]
+    }
+
+    /// All conflict aborts.
+    pub fn total_aborts(&self) -> u64 {
+        self.aborts.iter().sum()
+    }
+
+    /// Add another worker's counters.
+    pub fn merge(&mut self, o: &Stats) {
+        self.commits += o.commits;
+        self.failures += o.failures;
+        for (a, b) in self.aborts.iter_mut().zip(o.aborts) {
+            *a += b;
+        }
+    }
+}
+
+/// A thread's handle on the database. Runs transactions (retrying on
+/// conflict), snapshot transactions, and reclaims garbage between them.
+/// Not `Sync`: one per thread.
+pub struct Worker {
+    pub(crate) shared: Arc<Shared>,
+    slot: usize,
+    pub(crate) st: TxState,
+    pub(crate) gc: GcLists,
+    /// The TID of this worker's last commit (Silo §4.2 rule b).
+    pub(crate) last_tid: Tid,
+    pub(crate) epoch: u64,
+    pub(crate) snap_epoch: u64,
+    stats: Stats,
+    rng: u64,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("slot", &self.slot).field("stats", &self.stats).finish()
+    }
+}
+
+impl Worker {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<Worker, Error> {
+        let slot = shared.epochs.register().ok_or(Error::TooManyWorkers {
+            max: shared.options.max_workers,
+        })?;
+        Ok(Worker {
+            shared,
+            slot,
+            st: TxState::default(),
+            gc: GcLists::default(),
+            last_tid: Tid::default(),
+            epoch: 0,
+            snap_epoch: 0,
+            stats: Stats::default(),
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (slot as u64 + 1),
+        })
+    }
+
+    pub(crate) fn st_buf(&mut self) -> &mut Vec<u8> {
+        &mut self.st.buf
+    }
+
+    /// Counters since the worker was created (or last reset).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats::default();
+    }
+
+    /// Garbage items this worker holds (awaiting their epochs).
+    pub fn pending_garbage(&self) -> usize {
+        self.gc.len()
+    }
+
+    /// Run `body` as one serializable transaction, retrying it (with bounded
+    /// randomized backoff) while it conflicts. Returns its result once it
+    /// commits.
+    ///
+    /// # Errors
+    /// Whatever [`Error`] the body failed with (after checking that the
+    /// reads it saw were consistent; if not, the attempt is retried
+    /// instead), or [`Error::RetriesExhausted`] after
+    /// `Options::max_retries` conflicts.
+    ///
+    /// ```
+    /// # use granary::{Database, Options, keys};
+    /// let db = Database::new(Options::default())?;
+    /// let t = db.create_table("counters")?;
+    /// let mut w = db.worker()?;
+    /// for _ in 0..3 {
+    ///     w.run(|tx| {
+    ///         let n = tx.get(t, b"hits")?.map_or(0, |v| keys::decode_u64(v));
+    ///         tx.put(t, b"hits", &(n + 1).to_be_bytes())
+    ///     })?;
+    /// }
+    /// assert_eq!(w.run(|tx| Ok(tx.get(t, b"hits")?.map(keys::decode_u64)))?, Some(3));
+    /// # Ok::<(), granary::Error>(())
+    /// ```
+    pub fn run<T>(
+        &mut self,
+        mut body: impl FnMut(&mut Transaction<'_>) -> Result<T, TxError>,
+    ) -> Result<T, Error> {
+        let mut attempts = 0u32;
+        loop {
+            match self.try_run(&mut body)? {
+                Ok(v) => return Ok(v),
+                Err(last) => {
+                    attempts += 1;
+                    if attempts >= self.shared.options.max_retries {
+                        return Err(Error::RetriesExhausted { attempts, last });
+                    }
+                    self.backoff(attempts);
+                }
+            }
+        }
+    }
+
+    /// Run `body` once. `Ok(Err(reason))` means it conflicted and was rolled
+    /// back (the caller may retry).
+    ///
+    /// # Errors
+    /// As for [`Worker::run`], except conflicts.
+    pub fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.begin();
+        let mut tx = Transaction::new(self);
+        let out = match body(&mut tx) {
+            Ok(v) => tx.commit().map(|()| v),
+            Err(TxError::Conflict(r)) => {
+                tx.abort();
+                Err(r)
+            }
+            Err(TxError::Failed(e)) => {
+                // Only report an error seen from a consistent state.
+                let consistent = tx.reads_still_valid();
+                tx.abort();
+                if consistent {
+                    drop(tx);
+                    self.end();
+                    self.stats.failures += 1;
+                    return Err(e);
+                }
+                Err(AbortReason::ReadValidation)
+            }
+        };
+        drop(tx);
+        self.end();
+        match &out {
+            Ok(_) => self.stats.commits += 1,
+            Err(r) => self.stats.aborts[r.index()] += 1,
+        }
+        Ok(out)
+    }
+
+    /// Run a read-only snapshot transaction (Silo §4.9). It reads the
+    /// database as of the current snapshot epoch (which trails the present by
+    /// 25–50 epochs; see [`Database::wait_for_snapshot`](crate::Database::wait_for_snapshot)),
+    /// writes nothing shared, and never aborts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] if the database has snapshots turned off;
+    /// otherwise whatever the body returns.
+    pub fn snapshot<T>(
+        &mut self,
+        body: impl FnOnce(&mut Snapshot<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if !self.shared.options.snapshots {
+            return Err(Error::InvalidOption("snapshots are disabled for this database".into()));
+        }
+        self.begin();
+        let r = body(&mut Snapshot::new(self));
+        self.end();
+        if r.is_ok() {
+            self.stats.commits += 1;
+        } else {
+            self.stats.failures += 1;
+        }
+        r
+    }
+
+    /// Non-transactional point read on the bare index (the paper's
+    /// Key-Value system, §5.2): no read set, no validation, not
+    /// serializable with anything. For baselines.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTableId`], [`Error::KeyTooLarge`].
+    pub fn kv_get(&mut self, t: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool, Error> {
+        check_key(key)?;
+        self.begin();
+        let found = (|| {
+            let tree = &self.shared.table(t)?.tree;
+            // SAFETY: pinned by `begin`.
+            let pin = unsafe { ReadPin::new() };
+            loop {
+                let Some(p) = tree.get(key, &pin).value else {
+                    return Ok(false);
+                };
+                // SAFETY: reachable from the tree while pinned.
+                let rec = unsafe { &*(p as *const Record) };
+                let tid = rec.read(out);
+                if tid.is_latest() {
+                    return Ok(!tid.is_absent());
+                }
+            }
+        })();
+        self.end();
+        found
+    }
+
+    /// Non-transactional blind write on the bare index (Key-Value baseline).
+    /// Not snapshot-aware.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTableId`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`].
+    pub fn kv_put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        check_key(key)?;
+        check_value(value)?;
+        self.begin();
+        let r = self.kv_put_pinned(t, key, value);
+        self.end();
+        r
+    }
+
+    fn kv_put_pinned(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        let shared = self.shared.clone();
+        let tree = &shared.table(t)?.tree;
+        loop {
+            // SAFETY: pinned by the caller.
+            let mut pin = unsafe { ReadPin::new() };
+            match tree.get(key, &pin).value {
+                None => {
+                    let tid = Tid::new(self.epoch, 0).with(Tid::LATEST);
+                    let r = Record::alloc(tid, value, 0, std::ptr::null_mut());
+                    match tree.insert(key, r.as_ptr() as u64, &mut pin) {
+                        granary_index::Insert::Inserted(_) => return Ok(()),
+                        // SAFETY: never published.
+                        granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
+                    }
+                }
+                Some(p) => {
+                    // SAFETY: reachable while pinned.
+                    let rec = unsafe { &*(p as *const Record) };
+                    let old = rec.lock();
+                    if !old.is_latest() {
+                        rec.unlock(old);
+                        continue;
+                    }
+                    let new = Tid(old.id().0 + Tid::SEQ_ONE).with(Tid::LATEST);
+                    if value.len() <= rec.capacity() {
+                        rec.store_value(value);
+                        rec.unlock(new);
+                    } else {
+                        let n = Record::alloc(new, value, 0, std::ptr::null_mut());
+                        let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
+                        debug_assert!(swapped, "the locked record is the tree's");
+                        rec.unlock(old.without(Tid::LATEST));
+                        let label = self.shared.epochs.global();
+                        self.gc.tree.push_back((label, Garbage::Record(NonNull::from(rec))));
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Pin the worker's epochs and reclaim what is due (Silo §4.8: workers
+    /// collect garbage between requests).
+    pub(crate) fn begin(&mut self) {
+        let (e, se) = self.shared.epochs.pin(self.slot);
+        self.epoch = e;
+        self.snap_epoch = se;
+        if self.shared.orphan_count.load(Ordering::Relaxed) > 0 {
+            let mut o = self.shared.orphans.lock();
+            self.gc.absorb(&mut o);
+            self.shared.orphan_count.store(0, Ordering::Relaxed);
+        }
+        if self.gc.len() == 0 {
+            return;
+        }
+        let (tree_safe, snap_safe) = self.shared.epochs.safe();
+        // SAFETY: the bounds come from this database's epochs, where every
+        // item was retired.
+        unsafe { self.gc.collect(tree_safe, snap_safe) };
+        self.run_cleanups(tree_safe, snap_safe);
+    }
+
+    pub(crate) fn end(&mut self) {
+        self.shared.epochs.unpin(self.slot);
+    }
+
+    /// Unhook deleted records whose snapshot readers are gone (§4.9).
+    fn run_cleanups(&mut self, tree_safe: u64, snap_safe: u64) {
+        let shared = self.shared.clone();
+        while let Some(c) = self.gc.cleanup.front() {
+            let bound = if c.snapshot { snap_safe } else { tree_safe };
+            if c.label >= bound {
+                break;
+            }
+            let c = self.gc.cleanup.pop_front().expect("front");
+            self.unhook(&shared, c);
+        }
+    }
+
+    fn unhook(&mut self, shared: &Shared, c: Cleanup) {
+        let Ok(table) = shared.table(TableId(c.table)) else { return };
+        // SAFETY: pinned.
+        let pin = unsafe { ReadPin::new() };
+        // Dereference the record only if the tree still maps the key to it:
+        // then it is reachable, hence live, while we are pinned.
+        if table.tree.get(&c.key, &pin).value != Some(c.rec.as_ptr() as u64) {
+            return;
+        }
+        // SAFETY: reachable while pinned (checked above).
+        let rec = unsafe { c.rec.as_ref() };
+        let t = rec.lock();
+        if t != c.tid {
+            // Re-inserted (or deleted again, with its own cleanup) since.
+            rec.unlock(t);
+            return;
+        }
+        let mut rp = RetirePin {
+            gc: &mut self.gc,
+            epochs: &shared.epochs,
+        };
+        let removed = table.tree.remove_if(&c.key, c.rec.as_ptr() as u64, &mut rp);
+        debug_assert!(removed.is_some(), "locked record is still in the tree");
+        rec.unlock(t.without(Tid::LATEST));
+        let label = shared.epochs.global();
+        self.gc.tree.push_back((label, Garbage::Record(c.rec)));
+    }
+
+    fn backoff(&mut self, attempts: u32) {
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let cap = 1u64 << attempts.min(10);
+        for _ in 0..(self.rng % cap) * 8 {
+            std::hint::spin_loop();
+        }
+        if attempts > 16 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.shared.epochs.unregister(self.slot);
+        if self.gc.len() > 0 {
+            let n = self.gc.len() as u64;
+            self.shared.orphans.lock().absorb(&mut self.gc);
+            self.shared.orphan_count.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn check_key(key: &[u8]) -> Result<(), Error> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+#[inline]
+pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
+    if v.len() > MAX_VALUE_BYTES {
+        return Err(Error::ValueTooLarge {
+            len: v.len(),
+            max: MAX_VALUE_BYTES,
+        });
+    }
+    Ok(())
+}
