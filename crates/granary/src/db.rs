@@ -176,10 +176,14 @@ impl Database {
     /// [`Error::Io`] if the epoch thread cannot be started.
     pub fn new(options: Options) -> Result<Database, Error> {
         if options.epoch_interval.is_zero() {
-            return Err(Error::InvalidOption("epoch_interval must be positive".into()));
+            return Err(Error::InvalidOption(
+                "epoch_interval must be positive".into(),
+            ));
         }
         if options.max_workers == 0 {
-            return Err(Error::InvalidOption("max_workers must be at least 1".into()));
+            return Err(Error::InvalidOption(
+                "max_workers must be at least 1".into(),
+            ));
         }
         let shared = Arc::new(Shared {
             epochs: Epochs::new(options.max_workers),
@@ -242,7 +246,13 @@ impl Database {
 
     /// Every table, in creation order.
     pub fn tables(&self) -> Vec<(String, TableId)> {
-        let mut v: Vec<_> = self.shared.names.lock().iter().map(|(n, t)| (n.clone(), *t)).collect();
+        let mut v: Vec<_> = self
+            .shared
+            .names
+            .lock()
+            .iter()
+            .map(|(n, t)| (n.clone(), *t))
+            .collect();
         v.sort_by_key(|(_, t)| *t);
         v
     }

@@ -91,7 +91,10 @@ impl Epochs {
     pub fn safe(&self) -> (u64, u64) {
         // Acquire: pairs with the Release stores in `advance`; labels that
         // pass were retired before the scan that produced the bound.
-        (self.tree_safe.load(Ordering::Acquire), self.snap_safe.load(Ordering::Acquire))
+        (
+            self.tree_safe.load(Ordering::Acquire),
+            self.snap_safe.load(Ordering::Acquire),
+        )
     }
 
     /// Claim a free slot for a new worker.
@@ -157,7 +160,11 @@ impl Epochs {
             self.global.store(e + 1, Ordering::SeqCst);
             e + 1
         };
-        let se = if e >= SNAPSHOT_K { snap(e - SNAPSHOT_K) } else { 0 };
+        let se = if e >= SNAPSHOT_K {
+            snap(e - SNAPSHOT_K)
+        } else {
+            0
+        };
         if se > self.snapshot() {
             self.snap_global.store(se, Ordering::SeqCst);
         }
@@ -253,7 +260,10 @@ mod loom_tests {
             let g = ep.global();
             assert!(g - e <= 1, "E={g} e_w={e}");
             let (tree_safe, _) = ep.safe();
-            assert!(tree_safe <= e, "tree_safe {tree_safe} passed pinned epoch {e}");
+            assert!(
+                tree_safe <= e,
+                "tree_safe {tree_safe} passed pinned epoch {e}"
+            );
             adv.join().unwrap();
             assert!(ep.safe().0 <= e);
             ep.unpin(slot);

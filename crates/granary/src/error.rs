@@ -90,7 +90,9 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the {max}-byte limit"),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes exceeds the {max}-byte limit")
+            }
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes exceeds the {max}-byte limit")
             }

@@ -105,7 +105,11 @@ impl GcLists {
         let mut snap: Vec<_> = self.snap.drain(..).chain(other.snap.drain(..)).collect();
         snap.sort_by_key(|(s, r, _)| (*s, *r));
         self.snap = snap.into();
-        let mut cl: Vec<_> = self.cleanup.drain(..).chain(other.cleanup.drain(..)).collect();
+        let mut cl: Vec<_> = self
+            .cleanup
+            .drain(..)
+            .chain(other.cleanup.drain(..))
+            .collect();
         cl.sort_by_key(|c| (c.snapshot, c.label));
         self.cleanup = cl.into();
     }

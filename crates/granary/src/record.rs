@@ -86,7 +86,10 @@ impl Record {
     fn words(&self) -> &[AtomicU64] {
         // SAFETY: `alloc` initialised `cap / 8` words after the header.
         unsafe {
-            std::slice::from_raw_parts(std::ptr::addr_of!(self.data) as *const AtomicU64, self.cap as usize / 8)
+            std::slice::from_raw_parts(
+                std::ptr::addr_of!(self.data) as *const AtomicU64,
+                self.cap as usize / 8,
+            )
         }
     }
 
@@ -102,7 +105,10 @@ impl Record {
         let words = self.words();
         let mut chunks = value.chunks_exact(8);
         for (w, c) in words.iter().zip(&mut chunks) {
-            w.store(u64::from_ne_bytes(c.try_into().expect("8 bytes")), Ordering::Relaxed);
+            w.store(
+                u64::from_ne_bytes(c.try_into().expect("8 bytes")),
+                Ordering::Relaxed,
+            );
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -244,7 +250,12 @@ mod loom_tests {
     #[test]
     fn tid_lock_word_seqlock() {
         loom::model(|| {
-            let r = Arc::new(Shared(Record::alloc(Tid::new(1, 0), &[1u8; 16], 0, std::ptr::null_mut())));
+            let r = Arc::new(Shared(Record::alloc(
+                Tid::new(1, 0),
+                &[1u8; 16],
+                0,
+                std::ptr::null_mut(),
+            )));
             let w = {
                 let r = r.clone();
                 loom::thread::spawn(move || {
@@ -260,7 +271,10 @@ mod loom_tests {
             let mut out = Vec::new();
             let t = rec.read(&mut out);
             let expect = if t == Tid::new(1, 0) { 1 } else { 2 };
-            assert!(out.iter().all(|&b| b == expect), "torn read {out:?} at {t:?}");
+            assert!(
+                out.iter().all(|&b| b == expect),
+                "torn read {out:?} at {t:?}"
+            );
             w.join().unwrap();
             // SAFETY: both threads are done.
             unsafe { Record::free(r.0) };

@@ -43,7 +43,9 @@ impl SecondaryIndex {
     /// # Errors
     /// As for [`Database::create_table`].
     pub fn create(db: &Database, name: &str) -> Result<SecondaryIndex, Error> {
-        Ok(SecondaryIndex { table: db.create_table(name)? })
+        Ok(SecondaryIndex {
+            table: db.create_table(name)?,
+        })
     }
 
     /// Open an existing index table.
@@ -51,7 +53,9 @@ impl SecondaryIndex {
     /// # Errors
     /// [`Error::UnknownTable`].
     pub fn open(db: &Database, name: &str) -> Result<SecondaryIndex, Error> {
-        Ok(SecondaryIndex { table: db.table(name)? })
+        Ok(SecondaryIndex {
+            table: db.table(name)?,
+        })
     }
 
     /// The backing table.
@@ -86,17 +90,29 @@ impl SecondaryIndex {
     ///
     /// # Errors
     /// As for [`Transaction::scan`].
-    pub fn lookup(&self, tx: &mut Transaction<'_>, sk: &[u8], limit: usize) -> Result<Vec<Vec<u8>>, TxError> {
+    pub fn lookup(
+        &self,
+        tx: &mut Transaction<'_>,
+        sk: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, TxError> {
         let mut prefix = Vec::with_capacity(sk.len() + 2);
         escape_into(&mut prefix, sk);
         let end = prefix_end(&prefix);
         let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut out = Vec::new();
         let n = prefix.len();
-        tx.scan(self.table, Bound::Included(&prefix), hi, limit, false, |k, _| {
-            out.push(k[n..].to_vec());
-            true
-        })?;
+        tx.scan(
+            self.table,
+            Bound::Included(&prefix),
+            hi,
+            limit,
+            false,
+            |k, _| {
+                out.push(k[n..].to_vec());
+                true
+            },
+        )?;
         Ok(out)
     }
 }

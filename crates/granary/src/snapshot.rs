@@ -80,14 +80,21 @@ impl<'w> Snapshot<'w> {
         // SAFETY: pinned for the whole snapshot transaction.
         let pin = unsafe { ReadPin::new() };
         let mut emitted = 0;
-        tree.scan(lo, hi, reverse, &pin, |_, _| {}, |key, p| {
-            // SAFETY: reachable from the tree while pinned.
-            if !unsafe { read_as_of(&*(p as *const Record), se, buf) } {
-                return true;
-            }
-            emitted += 1;
-            f(key, buf) && emitted < limit
-        });
+        tree.scan(
+            lo,
+            hi,
+            reverse,
+            &pin,
+            |_, _| {},
+            |key, p| {
+                // SAFETY: reachable from the tree while pinned.
+                if !unsafe { read_as_of(&*(p as *const Record), se, buf) } {
+                    return true;
+                }
+                emitted += 1;
+                f(key, buf) && emitted < limit
+            },
+        );
         Ok(())
     }
 }

@@ -84,7 +84,11 @@ impl Tid {
 impl std::fmt::Debug for Tid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tid({}.{}", self.epoch(), self.sequence())?;
-        for (bit, name) in [(Self::LOCK, " L"), (Self::LATEST, " V"), (Self::ABSENT, " A")] {
+        for (bit, name) in [
+            (Self::LOCK, " L"),
+            (Self::LATEST, " V"),
+            (Self::ABSENT, " A"),
+        ] {
             if self.0 & bit != 0 {
                 f.write_str(name)?;
             }

@@ -113,7 +113,10 @@ impl TxState {
             tracked = true;
         }
         if let (true, Some((right, v))) = (tracked, c.split) {
-            self.node_set.push(NodeEntry { leaf: right, version: v });
+            self.node_set.push(NodeEntry {
+                leaf: right,
+                version: v,
+            });
         }
         Ok(())
     }
@@ -408,7 +411,14 @@ impl<'w> Transaction<'w> {
         Ok(out)
     }
 
-    fn push_write(&mut self, t: TableId, rec: *const Record, kind: WriteKind, key: &[u8], value: Option<&[u8]>) {
+    fn push_write(
+        &mut self,
+        t: TableId,
+        rec: *const Record,
+        kind: WriteKind,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) {
         let st = &mut self.w.st;
         let key = st.push_bytes(key);
         let value = value.map(|v| st.push_bytes(v));
@@ -425,7 +435,12 @@ impl<'w> Transaction<'w> {
     /// §4.5 insert: put an absent placeholder in the tree (insert-if-absent)
     /// and treat it as read and written.
     /// Returns false if the key appeared meanwhile (look it up again).
-    fn insert_placeholder(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<bool, TxError> {
+    fn insert_placeholder(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool, TxError> {
         let ph = Record::alloc(PLACEHOLDER, &[], value.len(), std::ptr::null_mut());
         // SAFETY: pinned for the whole transaction.
         let mut pin = unsafe { ReadPin::new() };
@@ -438,9 +453,15 @@ impl<'w> Transaction<'w> {
             }
             Insert::Inserted(change) => {
                 let p = ph.as_ptr() as *const Record;
-                self.w.st.read_set.push(ReadEntry { rec: p, tid: PLACEHOLDER });
+                self.w.st.read_set.push(ReadEntry {
+                    rec: p,
+                    tid: PLACEHOLDER,
+                });
                 self.push_write(t, p, WriteKind::Placeholder, key, Some(value));
-                self.w.st.apply_node_change(&change).map_err(|r| self.doom(r))?;
+                self.w
+                    .st
+                    .apply_node_change(&change)
+                    .map_err(|r| self.doom(r))?;
                 Ok(true)
             }
         }
@@ -466,7 +487,8 @@ impl<'w> Transaction<'w> {
         st.order.clear();
         st.order.extend(0..st.write_set.len() as u32);
         let ws = &st.write_set;
-        st.order.sort_unstable_by_key(|&i| ws[i as usize].rec as usize);
+        st.order
+            .sort_unstable_by_key(|&i| ws[i as usize].rec as usize);
         for k in 0..st.order.len() {
             let i = st.order[k] as usize;
             // SAFETY: write-set records are reachable (we are pinned).
@@ -485,7 +507,7 @@ impl<'w> Transaction<'w> {
         // (Fig. 3's store-buffering shape).
         fence(Ordering::SeqCst);
         let e = self.w.shared.epochs.global(); // the serialization point
-        // Phase 2.
+                                               // Phase 2.
         if let Err(r) = validate(st, true) {
             unlock_first(st, st.order.len());
             self.abort();
@@ -540,7 +562,8 @@ impl<'w> Transaction<'w> {
             // Release: a snapshot reader that sees the pointer (validated by
             // the TID word) sees the copy's contents.
             rec.prev.store(copy.as_ptr(), Ordering::Release);
-            w.gc.snap.push_back((snap(e), shared.epochs.global(), Garbage::Record(copy)));
+            w.gc.snap
+                .push_back((snap(e), shared.epochs.global(), Garbage::Record(copy)));
         };
         match we.value {
             Some(v) => {
@@ -565,11 +588,12 @@ impl<'w> Transaction<'w> {
                     let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
                     // SAFETY: pinned.
                     let mut pin = unsafe { ReadPin::new() };
-                    let swapped = shared
-                        .table(we.table)
-                        .expect("table")
-                        .tree
-                        .replace(&w.st.arena[ks..ks + kn], we.rec as u64, new.as_ptr() as u64, &mut pin);
+                    let swapped = shared.table(we.table).expect("table").tree.replace(
+                        &w.st.arena[ks..ks + kn],
+                        we.rec as u64,
+                        new.as_ptr() as u64,
+                        &mut pin,
+                    );
                     debug_assert!(swapped, "a locked record is its key's tree entry");
                     rec.unlock(old.without(Tid::LATEST));
                     let g = Garbage::Record(NonNull::from(rec));
@@ -635,7 +659,10 @@ impl<'w> Transaction<'w> {
             debug_assert!(removed.is_some(), "locked placeholder is in the tree");
             rec.unlock(t.without(Tid::LATEST));
             let label = shared.epochs.global();
-            self.w.gc.tree.push_back((label, Garbage::Record(NonNull::from(rec))));
+            self.w
+                .gc
+                .tree
+                .push_back((label, Garbage::Record(NonNull::from(rec))));
         }
         self.w.st.write_set.clear();
     }

@@ -47,7 +47,9 @@ pub(crate) struct RetirePin<'a> {
 // unpinned (see `epoch` module docs).
 unsafe impl Guard for RetirePin<'_> {
     fn retire(&mut self, garbage: Retired) {
-        self.gc.tree.push_back((self.epochs.global(), Garbage::Key(garbage)));
+        self.gc
+            .tree
+            .push_back((self.epochs.global(), Garbage::Key(garbage)));
     }
 }
 
@@ -101,7 +103,10 @@ pub struct Worker {
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").field("slot", &self.slot).field("stats", &self.stats).finish()
+        f.debug_struct("Worker")
+            .field("slot", &self.slot)
+            .field("stats", &self.stats)
+            .finish()
     }
 }
 
@@ -236,7 +241,9 @@ impl Worker {
         body: impl FnOnce(&mut Snapshot<'_>) -> Result<T, Error>,
     ) -> Result<T, Error> {
         if !self.shared.options.snapshots {
-            return Err(Error::InvalidOption("snapshots are disabled for this database".into()));
+            return Err(Error::InvalidOption(
+                "snapshots are disabled for this database".into(),
+            ));
         }
         self.begin();
         let r = body(&mut Snapshot::new(self));
@@ -326,7 +333,9 @@ impl Worker {
                         debug_assert!(swapped, "the locked record is the tree's");
                         rec.unlock(old.without(Tid::LATEST));
                         let label = self.shared.epochs.global();
-                        self.gc.tree.push_back((label, Garbage::Record(NonNull::from(rec))));
+                        self.gc
+                            .tree
+                            .push_back((label, Garbage::Record(NonNull::from(rec))));
                     }
                     return Ok(());
                 }
@@ -373,7 +382,9 @@ impl Worker {
     }
 
     fn unhook(&mut self, shared: &Shared, c: Cleanup) {
-        let Ok(table) = shared.table(TableId(c.table)) else { return };
+        let Ok(table) = shared.table(TableId(c.table)) else {
+            return;
+        };
         // SAFETY: pinned.
         let pin = unsafe { ReadPin::new() };
         // Dereference the record only if the tree still maps the key to it:

@@ -23,7 +23,10 @@ pub fn seed(name: &str) -> u64 {
 
 /// Scale factor for stress loops: `GRANARY_STRESS=N` multiplies them.
 pub fn stress() -> u64 {
-    std::env::var("GRANARY_STRESS").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    std::env::var("GRANARY_STRESS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
 }
 
 pub struct Rng(u64);
