@@ -9,26 +9,28 @@
 
 use std::ops::Bound;
 
+use crate::db::Shared;
 use crate::db::TableId;
 use crate::error::Error;
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
-use crate::worker::{check_key, ReadPin, Worker};
+use crate::worker::{check_key, Core, ReadPin};
 
 /// A snapshot transaction in progress; see [`Worker::snapshot`].
 pub struct Snapshot<'w> {
-    w: &'w mut Worker,
+    shared: &'w Shared,
+    c: &'w mut Core,
 }
 
 impl<'w> Snapshot<'w> {
-    pub(crate) fn new(w: &'w mut Worker) -> Self {
-        Snapshot { w }
+    pub(crate) fn new(shared: &'w Shared, c: &'w mut Core) -> Self {
+        Snapshot { shared, c }
     }
 
     /// The snapshot epoch this transaction reads at.
     pub fn epoch(&self) -> u64 {
-        self.w.snap_epoch
+        self.c.snap_epoch
     }
 
     /// Read `key` as of the snapshot. The slice is valid until the next call.
@@ -37,15 +39,14 @@ impl<'w> Snapshot<'w> {
     /// [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
     pub fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, Error> {
         check_key(key)?;
-        let shared = self.w.shared.clone();
-        let tree = &shared.table(t)?.tree;
+        let tree = &self.shared.table(t)?.tree;
         // SAFETY: pinned for the whole snapshot transaction.
         let pin = unsafe { ReadPin::new() };
         let Some(p) = tree.get(key, &pin).value else {
             return Ok(None);
         };
-        let se = self.w.snap_epoch;
-        let buf = self.w.st_buf();
+        let se = self.c.snap_epoch;
+        let buf = &mut self.c.st.buf;
         // SAFETY: reachable from the tree while pinned.
         let found = unsafe { read_as_of(&*(p as *const Record), se, buf) };
         Ok(found.then_some(&buf[..]))
@@ -73,10 +74,9 @@ impl<'w> Snapshot<'w> {
         if limit == 0 {
             return Ok(());
         }
-        let shared = self.w.shared.clone();
-        let tree = &shared.table(t)?.tree;
-        let se = self.w.snap_epoch;
-        let buf = self.w.st_buf();
+        let tree = &self.shared.table(t)?.tree;
+        let se = self.c.snap_epoch;
+        let buf = &mut self.c.st.buf;
         // SAFETY: pinned for the whole snapshot transaction.
         let pin = unsafe { ReadPin::new() };
         let mut emitted = 0;

@@ -19,13 +19,13 @@ use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
 
-use crate::db::{Table, TableId};
+use crate::db::{Shared, Table, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage};
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
-use crate::worker::{check_key, check_value, ReadPin, RetirePin, Worker};
+use crate::worker::{check_key, check_value, Core, ReadPin, RetirePin};
 
 /// The TID word of a fresh insert placeholder: TID 0, absent, latest.
 const PLACEHOLDER: Tid = Tid(Tid::LATEST | Tid::ABSENT);
@@ -54,6 +54,27 @@ struct WriteEntry {
     value: Option<(u32, u32)>,
     /// The TID word found when locking (Phase 1).
     locked: Tid,
+    /// Next entry with the same key hash (see `TxState::by_key`).
+    next_same_hash: u32,
+}
+
+/// Write-sets at least this big get hash indexes (by key and by record);
+/// smaller ones are searched linearly, which is faster for them.
+const INDEX_AT: usize = 16;
+const NONE: u32 = u32::MAX;
+
+fn key_hash(t: TableId, key: &[u8]) -> u64 {
+    // FxHash-style: fast, good enough for a per-transaction table.
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = (t.0 as u64).wrapping_mul(K);
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8"))).wrapping_mul(K);
+    }
+    let mut last = [0u8; 8];
+    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(last) ^ key.len() as u64).wrapping_mul(K);
+    h
 }
 
 #[derive(Clone, Copy)]
@@ -74,6 +95,15 @@ pub(crate) struct TxState {
     pub(crate) buf: Vec<u8>,
     scratch: Vec<u8>,
     order: Vec<u32>,
+    /// Key hash → first write-set index with that hash (chained through
+    /// `next_same_hash`); only maintained past `INDEX_AT` entries.
+    by_key: std::collections::HashMap<u64, u32>,
+    /// Record address → write-set index; as `by_key`.
+    by_rec: std::collections::HashMap<usize, u32>,
+    /// The record the last `get` found, so a read-modify-write's `put`
+    /// need not search the tree again.
+    last: Option<(TableId, *const Record)>,
+    last_key: Vec<u8>,
 }
 
 impl TxState {
@@ -82,6 +112,47 @@ impl TxState {
         self.write_set.clear();
         self.node_set.clear();
         self.arena.clear();
+        self.by_key.clear();
+        self.by_rec.clear();
+        self.last = None;
+    }
+
+    fn last_found(&self, t: TableId, key: &[u8]) -> Option<*const Record> {
+        match self.last {
+            Some((lt, p)) if lt == t && self.last_key == key => Some(p),
+            _ => None,
+        }
+    }
+
+    fn push_write(&mut self, mut e: WriteEntry) {
+        let i = self.write_set.len();
+        if i + 1 == INDEX_AT {
+            // Crossing the threshold: index everything so far.
+            for j in 0..i {
+                let (t, k, r) = (
+                    self.write_set[j].table,
+                    self.write_set[j].key,
+                    self.write_set[j].rec,
+                );
+                let h = key_hash(t, self.bytes(k));
+                self.write_set[j].next_same_hash = self.by_key.insert(h, j as u32).unwrap_or(NONE);
+                self.by_rec.insert(r as usize, j as u32);
+            }
+        }
+        if i + 1 >= INDEX_AT {
+            let h = key_hash(e.table, self.bytes(e.key));
+            e.next_same_hash = self.by_key.insert(h, i as u32).unwrap_or(NONE);
+            self.by_rec.insert(e.rec as usize, i as u32);
+        }
+        self.write_set.push(e);
+    }
+
+    fn find_rec(&self, rec: *const Record) -> Option<usize> {
+        if self.write_set.len() < INDEX_AT {
+            self.write_set.iter().position(|w| w.rec == rec)
+        } else {
+            self.by_rec.get(&(rec as usize)).map(|&i| i as usize)
+        }
     }
 
     fn push_bytes(&mut self, b: &[u8]) -> (u32, u32) {
@@ -95,9 +166,21 @@ impl TxState {
     }
 
     fn find_write(&self, t: TableId, key: &[u8]) -> Option<usize> {
-        self.write_set
-            .iter()
-            .position(|w| w.table == t && self.bytes(w.key) == key)
+        if self.write_set.len() < INDEX_AT {
+            return self
+                .write_set
+                .iter()
+                .position(|w| w.table == t && self.bytes(w.key) == key);
+        }
+        let mut i = *self.by_key.get(&key_hash(t, key))?;
+        while i != NONE {
+            let w = &self.write_set[i as usize];
+            if w.table == t && self.bytes(w.key) == key {
+                return Some(i as usize);
+            }
+            i = w.next_same_hash;
+        }
+        None
     }
 
     /// Apply our own insert's leaf change to the node-set (§4.6): a leaf we
@@ -131,14 +214,19 @@ enum Found {
 /// operation returns [`TxError::Conflict`] once the attempt is doomed, and
 /// keeps returning it: a doomed transaction cannot commit.
 pub struct Transaction<'w> {
-    w: &'w mut Worker,
+    shared: &'w Shared,
+    c: &'w mut Core,
     doomed: Option<AbortReason>,
 }
 
 impl<'w> Transaction<'w> {
-    pub(crate) fn new(w: &'w mut Worker) -> Self {
-        w.st.clear();
-        Transaction { w, doomed: None }
+    pub(crate) fn new(shared: &'w Shared, c: &'w mut Core) -> Self {
+        c.st.clear();
+        Transaction {
+            shared,
+            c,
+            doomed: None,
+        }
     }
 
     #[inline]
@@ -147,7 +235,7 @@ impl<'w> Transaction<'w> {
             return Err(TxError::Conflict(r));
         }
         check_key(key)?;
-        self.w.shared.table(t)?;
+        self.shared.table(t)?;
         Ok(())
     }
 
@@ -158,10 +246,15 @@ impl<'w> Transaction<'w> {
 
     #[inline]
     fn table(&self, t: TableId) -> &Table {
-        self.w.shared.table(t).expect("checked in enter")
+        self.shared.table(t).expect("checked in enter")
     }
 
-    fn lookup(&self, t: TableId, key: &[u8]) -> Found {
+    fn lookup(&mut self, t: TableId, key: &[u8]) -> Found {
+        // Used once: a caller that finds the record superseded looks again.
+        if let Some(p) = self.c.st.last_found(t, key) {
+            self.c.st.last = None;
+            return Found::Record(p);
+        }
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
         let l = self.table(t).tree.get(key, &pin);
@@ -177,8 +270,8 @@ impl<'w> Transaction<'w> {
     /// A conflict, [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
     pub fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         self.enter(t, key)?;
-        let present = if let Some(i) = self.w.st.find_write(t, key) {
-            let st = &mut self.w.st;
+        let present = if let Some(i) = self.c.st.find_write(t, key) {
+            let st = &mut self.c.st;
             match st.write_set[i].value {
                 Some(r) => {
                     let (s, n) = (r.0 as usize, r.1 as usize);
@@ -193,24 +286,27 @@ impl<'w> Transaction<'w> {
                 match self.lookup(t, key) {
                     Found::Missing(leaf, version) => {
                         // §4.6: the key must still be missing at commit.
-                        self.w.st.node_set.push(NodeEntry { leaf, version });
+                        self.c.st.node_set.push(NodeEntry { leaf, version });
                         break false;
                     }
                     Found::Record(p) => {
                         // SAFETY: reachable from the tree while pinned.
                         let rec = unsafe { &*p };
-                        let st = &mut self.w.st;
+                        let st = &mut self.c.st;
                         let tid = rec.read(&mut st.buf);
                         if !tid.is_latest() {
                             continue; // superseded by a bigger copy: look again
                         }
                         st.read_set.push(ReadEntry { rec: p, tid });
+                        st.last = Some((t, p));
+                        st.last_key.clear();
+                        st.last_key.extend_from_slice(key);
                         break !tid.is_absent();
                     }
                 }
             }
         };
-        Ok(present.then_some(&self.w.st.buf[..]))
+        Ok(present.then_some(&self.c.st.buf[..]))
     }
 
     /// Write `key → value`, inserting the key if it is missing.
@@ -221,9 +317,9 @@ impl<'w> Transaction<'w> {
     pub fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.enter(t, key)?;
         check_value(value)?;
-        if let Some(i) = self.w.st.find_write(t, key) {
-            let v = self.w.st.push_bytes(value);
-            self.w.st.write_set[i].value = Some(v);
+        if let Some(i) = self.c.st.find_write(t, key) {
+            let v = self.c.st.push_bytes(value);
+            self.c.st.write_set[i].value = Some(v);
             return Ok(());
         }
         loop {
@@ -256,12 +352,12 @@ impl<'w> Transaction<'w> {
     pub fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.enter(t, key)?;
         check_value(value)?;
-        if let Some(i) = self.w.st.find_write(t, key) {
-            if self.w.st.write_set[i].value.is_some() {
+        if let Some(i) = self.c.st.find_write(t, key) {
+            if self.c.st.write_set[i].value.is_some() {
                 return Err(Error::KeyExists.into());
             }
-            let v = self.w.st.push_bytes(value);
-            self.w.st.write_set[i].value = Some(v);
+            let v = self.c.st.push_bytes(value);
+            self.c.st.write_set[i].value = Some(v);
             return Ok(());
         }
         loop {
@@ -278,7 +374,7 @@ impl<'w> Transaction<'w> {
                         continue;
                     }
                     // The key's presence (or absence) is part of what we read.
-                    self.w.st.read_set.push(ReadEntry { rec: p, tid });
+                    self.c.st.read_set.push(ReadEntry { rec: p, tid });
                     if !tid.is_absent() {
                         return Err(Error::KeyExists.into());
                     }
@@ -295,14 +391,14 @@ impl<'w> Transaction<'w> {
     /// A conflict, [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
     pub fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
         self.enter(t, key)?;
-        if let Some(i) = self.w.st.find_write(t, key) {
-            let was = self.w.st.write_set[i].value.take().is_some();
+        if let Some(i) = self.c.st.find_write(t, key) {
+            let was = self.c.st.write_set[i].value.take().is_some();
             return Ok(was);
         }
         loop {
             match self.lookup(t, key) {
                 Found::Missing(leaf, version) => {
-                    self.w.st.node_set.push(NodeEntry { leaf, version });
+                    self.c.st.node_set.push(NodeEntry { leaf, version });
                     return Ok(false);
                 }
                 Found::Record(p) => {
@@ -311,7 +407,7 @@ impl<'w> Transaction<'w> {
                     if !tid.is_latest() {
                         continue;
                     }
-                    self.w.st.read_set.push(ReadEntry { rec: p, tid });
+                    self.c.st.read_set.push(ReadEntry { rec: p, tid });
                     if tid.is_absent() {
                         return Ok(false);
                     }
@@ -346,22 +442,22 @@ impl<'w> Transaction<'w> {
         if limit == 0 {
             return Ok(());
         }
-        let shared = self.w.shared.clone();
-        let tree = &shared.table(t)?.tree;
-        let st = &mut self.w.st;
+        let tree = &self.shared.table(t)?.tree;
+        let st = &mut self.c.st;
         // SAFETY: pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
         let mut emitted = 0;
         let mut buf = std::mem::take(&mut st.buf);
+        let mut node_set = std::mem::take(&mut st.node_set);
         tree.scan(
             lo,
             hi,
             reverse,
             &pin,
-            |leaf, version| st.node_set.push(NodeEntry { leaf, version }),
+            |leaf, version| node_set.push(NodeEntry { leaf, version }),
             |key, p| {
                 let mut p = p as *const Record;
-                if let Some(w) = st.write_set.iter().find(|w| w.rec == p) {
+                if let Some(w) = st.find_rec(p).map(|i| &st.write_set[i]) {
                     // Our own write shadows the record.
                     let Some((s, n)) = w.value else { return true };
                     emitted += 1;
@@ -388,6 +484,7 @@ impl<'w> Transaction<'w> {
             },
         );
         st.buf = buf;
+        st.node_set = node_set;
         Ok(())
     }
 
@@ -419,16 +516,17 @@ impl<'w> Transaction<'w> {
         key: &[u8],
         value: Option<&[u8]>,
     ) {
-        let st = &mut self.w.st;
+        let st = &mut self.c.st;
         let key = st.push_bytes(key);
         let value = value.map(|v| st.push_bytes(v));
-        st.write_set.push(WriteEntry {
+        st.push_write(WriteEntry {
             table: t,
             rec,
             kind,
             key,
             value,
             locked: Tid::default(),
+            next_same_hash: NONE,
         });
     }
 
@@ -453,12 +551,12 @@ impl<'w> Transaction<'w> {
             }
             Insert::Inserted(change) => {
                 let p = ph.as_ptr() as *const Record;
-                self.w.st.read_set.push(ReadEntry {
+                self.c.st.read_set.push(ReadEntry {
                     rec: p,
                     tid: PLACEHOLDER,
                 });
                 self.push_write(t, p, WriteKind::Placeholder, key, Some(value));
-                self.w
+                self.c
                     .st
                     .apply_node_change(&change)
                     .map_err(|r| self.doom(r))?;
@@ -469,7 +567,7 @@ impl<'w> Transaction<'w> {
 
     /// Check, without locks, that everything read is still as it was.
     pub(crate) fn reads_still_valid(&self) -> bool {
-        self.doomed.is_none() && validate(&self.w.st, false).is_ok()
+        self.doomed.is_none() && validate(&self.c.st, false).is_ok()
     }
 
     /// Fig. 2. On failure everything is rolled back.
@@ -478,12 +576,12 @@ impl<'w> Transaction<'w> {
             self.abort();
             return Err(r);
         }
-        if self.w.st.write_set.is_empty() {
+        if self.c.st.write_set.is_empty() {
             // Read-only: Phase 2 only; no TID, nothing to install.
-            return validate(&self.w.st, false).inspect_err(|_| self.abort());
+            return validate(&self.c.st, false).inspect_err(|_| self.abort());
         }
         // Phase 1: lock the write-set in a global (address) order.
-        let st = &mut self.w.st;
+        let st = &mut self.c.st;
         st.order.clear();
         st.order.extend(0..st.write_set.len() as u32);
         let ws = &st.write_set;
@@ -506,15 +604,15 @@ impl<'w> Transaction<'w> {
         // SeqCst fence, pairs with the same fence in every other committer
         // (Fig. 3's store-buffering shape).
         fence(Ordering::SeqCst);
-        let e = self.w.shared.epochs.global(); // the serialization point
-                                               // Phase 2.
+        let e = self.shared.epochs.global(); // the serialization point
+                                             // Phase 2.
         if let Err(r) = validate(st, true) {
             unlock_first(st, st.order.len());
             self.abort();
             return Err(r);
         }
         // Choose the commit TID (§4.2).
-        let mut max = self.w.last_tid.id();
+        let mut max = self.c.last_tid.id();
         for r in &st.read_set {
             max = max.max(r.tid.id());
         }
@@ -522,26 +620,26 @@ impl<'w> Transaction<'w> {
             max = max.max(w.locked.id());
         }
         let mut commit = Tid(max.0 + Tid::SEQ_ONE).max(Tid::new(e, 0));
-        if self.w.shared.options.global_tid {
+        if self.shared.options.global_tid {
             // MemSilo+GlobalTID (§5.2): one shared counter per commit.
-            let g = self.w.shared.global_tid.fetch_add(1, Ordering::Relaxed);
+            let g = self.shared.global_tid.fetch_add(1, Ordering::Relaxed);
             commit = commit.max(Tid::new(e, g));
         }
         debug_assert_eq!(commit.epoch(), e, "sequence overflow within an epoch");
         // Phase 3.
-        let shared = self.w.shared.clone();
-        for i in 0..self.w.st.write_set.len() {
-            self.install(&shared, i, commit, e);
+        for i in 0..self.c.st.write_set.len() {
+            self.install(i, commit, e);
         }
-        self.w.last_tid = commit;
+        self.c.last_tid = commit;
         Ok(())
     }
 
     /// Phase 3 for one record: write it (keeping the old version for
     /// snapshots if the write crosses a snapshot epoch, §4.9) and release
     /// its lock with the new TID word.
-    fn install(&mut self, shared: &crate::db::Shared, i: usize, commit: Tid, e: u64) {
-        let w: &mut Worker = &mut *self.w;
+    fn install(&mut self, i: usize, commit: Tid, e: u64) {
+        let shared = self.shared;
+        let w: &mut Core = &mut *self.c;
         let we = w.st.write_set[i].clone();
         // SAFETY: locked by us, reachable.
         let rec = unsafe { &*we.rec };
@@ -549,7 +647,7 @@ impl<'w> Transaction<'w> {
         let crosses = shared.options.snapshots
             && snap(old.epoch()) != snap(e)
             && !(old.is_absent() && rec.prev.load(Ordering::Relaxed).is_null());
-        let keep_old = |w: &mut Worker, rec: &Record| {
+        let keep_old = |w: &mut Core, rec: &Record| {
             // Copy the old version into new memory linked from the record,
             // so the tree keeps pointing at the same record (§4.9).
             rec.load_value(&mut w.st.scratch);
@@ -628,9 +726,9 @@ impl<'w> Transaction<'w> {
     /// Roll back: remove this attempt's placeholders from the tree (locks
     /// were already released by the caller, or never taken).
     pub(crate) fn abort(&mut self) {
-        let shared = self.w.shared.clone();
-        for i in 0..self.w.st.write_set.len() {
-            let we = &self.w.st.write_set[i];
+        let shared = self.shared;
+        for i in 0..self.c.st.write_set.len() {
+            let we = &self.c.st.write_set[i];
             if we.kind != WriteKind::Placeholder {
                 continue;
             }
@@ -644,11 +742,11 @@ impl<'w> Transaction<'w> {
                 continue;
             }
             let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
-            let key: Box<[u8]> = self.w.st.arena[ks..ks + kn].into();
+            let key: Box<[u8]> = self.c.st.arena[ks..ks + kn].into();
             let table = we.table;
             let p = we.rec;
             let mut rp = RetirePin {
-                gc: &mut self.w.gc,
+                gc: &mut self.c.gc,
                 epochs: &shared.epochs,
             };
             let removed = shared
@@ -659,12 +757,12 @@ impl<'w> Transaction<'w> {
             debug_assert!(removed.is_some(), "locked placeholder is in the tree");
             rec.unlock(t.without(Tid::LATEST));
             let label = shared.epochs.global();
-            self.w
+            self.c
                 .gc
                 .tree
                 .push_back((label, Garbage::Record(NonNull::from(rec))));
         }
-        self.w.st.write_set.clear();
+        self.c.st.write_set.clear();
     }
 }
 
@@ -686,7 +784,7 @@ fn validate(st: &TxState, locked: bool) -> Result<(), AbortReason> {
         if cur.without(Tid::LOCK) != r.tid || !cur.is_latest() {
             return Err(AbortReason::ReadValidation);
         }
-        if cur.is_locked() && !(locked && st.write_set.iter().any(|w| w.rec == r.rec)) {
+        if cur.is_locked() && !(locked && st.find_rec(r.rec).is_some()) {
             return Err(AbortReason::ReadLocked);
         }
     }

@@ -91,14 +91,21 @@ impl Stats {
 pub struct Worker {
     pub(crate) shared: Arc<Shared>,
     slot: usize,
-    pub(crate) st: TxState,
-    pub(crate) gc: GcLists,
-    /// The TID of this worker's last commit (Silo §4.2 rule b).
-    pub(crate) last_tid: Tid,
-    pub(crate) epoch: u64,
-    pub(crate) snap_epoch: u64,
+    pub(crate) core: Core,
     stats: Stats,
     rng: u64,
+}
+
+/// A worker's mutable state, split from its `shared` handle so a running
+/// transaction can borrow both without reference-count traffic.
+#[derive(Default)]
+pub(crate) struct Core {
+    pub st: TxState,
+    pub gc: GcLists,
+    /// The TID of this worker's last commit (Silo §4.2 rule b).
+    pub last_tid: Tid,
+    pub epoch: u64,
+    pub snap_epoch: u64,
 }
 
 impl std::fmt::Debug for Worker {
@@ -118,18 +125,10 @@ impl Worker {
         Ok(Worker {
             shared,
             slot,
-            st: TxState::default(),
-            gc: GcLists::default(),
-            last_tid: Tid::default(),
-            epoch: 0,
-            snap_epoch: 0,
+            core: Core::default(),
             stats: Stats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ (slot as u64 + 1),
         })
-    }
-
-    pub(crate) fn st_buf(&mut self) -> &mut Vec<u8> {
-        &mut self.st.buf
     }
 
     /// Counters since the worker was created (or last reset).
@@ -143,7 +142,7 @@ impl Worker {
 
     /// Garbage items this worker holds (awaiting their epochs).
     pub fn pending_garbage(&self) -> usize {
-        self.gc.len()
+        self.core.gc.len()
     }
 
     /// Run `body` as one serializable transaction, retrying it (with bounded
@@ -199,7 +198,7 @@ impl Worker {
         body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
         self.begin();
-        let mut tx = Transaction::new(self);
+        let mut tx = Transaction::new(&self.shared, &mut self.core);
         let out = match body(&mut tx) {
             Ok(v) => tx.commit().map(|()| v),
             Err(TxError::Conflict(r)) => {
@@ -246,7 +245,7 @@ impl Worker {
             ));
         }
         self.begin();
-        let r = body(&mut Snapshot::new(self));
+        let r = body(&mut Snapshot::new(&self.shared, &mut self.core));
         self.end();
         if r.is_ok() {
             self.stats.commits += 1;
@@ -307,7 +306,7 @@ impl Worker {
             let mut pin = unsafe { ReadPin::new() };
             match tree.get(key, &pin).value {
                 None => {
-                    let tid = Tid::new(self.epoch, 0).with(Tid::LATEST);
+                    let tid = Tid::new(self.core.epoch, 0).with(Tid::LATEST);
                     let r = Record::alloc(tid, value, 0, std::ptr::null_mut());
                     match tree.insert(key, r.as_ptr() as u64, &mut pin) {
                         granary_index::Insert::Inserted(_) => return Ok(()),
@@ -333,7 +332,8 @@ impl Worker {
                         debug_assert!(swapped, "the locked record is the tree's");
                         rec.unlock(old.without(Tid::LATEST));
                         let label = self.shared.epochs.global();
-                        self.gc
+                        self.core
+                            .gc
                             .tree
                             .push_back((label, Garbage::Record(NonNull::from(rec))));
                     }
@@ -347,20 +347,20 @@ impl Worker {
     /// collect garbage between requests).
     pub(crate) fn begin(&mut self) {
         let (e, se) = self.shared.epochs.pin(self.slot);
-        self.epoch = e;
-        self.snap_epoch = se;
+        self.core.epoch = e;
+        self.core.snap_epoch = se;
         if self.shared.orphan_count.load(Ordering::Relaxed) > 0 {
             let mut o = self.shared.orphans.lock();
-            self.gc.absorb(&mut o);
+            self.core.gc.absorb(&mut o);
             self.shared.orphan_count.store(0, Ordering::Relaxed);
         }
-        if self.gc.len() == 0 {
+        if self.core.gc.len() == 0 {
             return;
         }
         let (tree_safe, snap_safe) = self.shared.epochs.safe();
         // SAFETY: the bounds come from this database's epochs, where every
         // item was retired.
-        unsafe { self.gc.collect(tree_safe, snap_safe) };
+        unsafe { self.core.gc.collect(tree_safe, snap_safe) };
         self.run_cleanups(tree_safe, snap_safe);
     }
 
@@ -370,45 +370,14 @@ impl Worker {
 
     /// Unhook deleted records whose snapshot readers are gone (§4.9).
     fn run_cleanups(&mut self, tree_safe: u64, snap_safe: u64) {
-        let shared = self.shared.clone();
-        while let Some(c) = self.gc.cleanup.front() {
+        while let Some(c) = self.core.gc.cleanup.front() {
             let bound = if c.snapshot { snap_safe } else { tree_safe };
             if c.label >= bound {
                 break;
             }
-            let c = self.gc.cleanup.pop_front().expect("front");
-            self.unhook(&shared, c);
+            let c = self.core.gc.cleanup.pop_front().expect("front");
+            unhook(&self.shared, &mut self.core.gc, c);
         }
-    }
-
-    fn unhook(&mut self, shared: &Shared, c: Cleanup) {
-        let Ok(table) = shared.table(TableId(c.table)) else {
-            return;
-        };
-        // SAFETY: pinned.
-        let pin = unsafe { ReadPin::new() };
-        // Dereference the record only if the tree still maps the key to it:
-        // then it is reachable, hence live, while we are pinned.
-        if table.tree.get(&c.key, &pin).value != Some(c.rec.as_ptr() as u64) {
-            return;
-        }
-        // SAFETY: reachable while pinned (checked above).
-        let rec = unsafe { c.rec.as_ref() };
-        let t = rec.lock();
-        if t != c.tid {
-            // Re-inserted (or deleted again, with its own cleanup) since.
-            rec.unlock(t);
-            return;
-        }
-        let mut rp = RetirePin {
-            gc: &mut self.gc,
-            epochs: &shared.epochs,
-        };
-        let removed = table.tree.remove_if(&c.key, c.rec.as_ptr() as u64, &mut rp);
-        debug_assert!(removed.is_some(), "locked record is still in the tree");
-        rec.unlock(t.without(Tid::LATEST));
-        let label = shared.epochs.global();
-        self.gc.tree.push_back((label, Garbage::Record(c.rec)));
     }
 
     fn backoff(&mut self, attempts: u32) {
@@ -429,9 +398,9 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.shared.epochs.unregister(self.slot);
-        if self.gc.len() > 0 {
-            let n = self.gc.len() as u64;
-            self.shared.orphans.lock().absorb(&mut self.gc);
+        if self.core.gc.len() > 0 {
+            let n = self.core.gc.len() as u64;
+            self.shared.orphans.lock().absorb(&mut self.core.gc);
             self.shared.orphan_count.fetch_add(n, Ordering::Relaxed);
         }
     }
@@ -457,4 +426,35 @@ pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+/// Unhook a deleted record whose snapshot readers are gone (§4.9).
+fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
+    let Ok(table) = shared.table(TableId(c.table)) else {
+        return;
+    };
+    // SAFETY: pinned.
+    let pin = unsafe { ReadPin::new() };
+    // Dereference the record only if the tree still maps the key to it:
+    // then it is reachable, hence live, while we are pinned.
+    if table.tree.get(&c.key, &pin).value != Some(c.rec.as_ptr() as u64) {
+        return;
+    }
+    // SAFETY: reachable while pinned (checked above).
+    let rec = unsafe { c.rec.as_ref() };
+    let t = rec.lock();
+    if t != c.tid {
+        // Re-inserted (or deleted again, with its own cleanup) since.
+        rec.unlock(t);
+        return;
+    }
+    let mut rp = RetirePin {
+        gc: &mut *gc,
+        epochs: &shared.epochs,
+    };
+    let removed = table.tree.remove_if(&c.key, c.rec.as_ptr() as u64, &mut rp);
+    debug_assert!(removed.is_some(), "locked record is still in the tree");
+    rec.unlock(t.without(Tid::LATEST));
+    let label = shared.epochs.global();
+    gc.tree.push_back((label, Garbage::Record(c.rec)));
 }

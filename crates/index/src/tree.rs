@@ -24,7 +24,7 @@ use std::ops::Bound;
 use std::ptr::NonNull;
 
 use crate::key::{compare, make_stored, stored_bytes, Retired, SearchKey};
-use crate::node::{Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH};
+use crate::node::{prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH};
 use crate::sync::{AtomicPtr, Ordering};
 
 const R: Ordering = Ordering::Relaxed;
@@ -178,6 +178,11 @@ unsafe fn compare_at(
 /// The caller is pinned (KeyBoxes stay valid); `n ≤ LEAF_WIDTH`.
 #[inline]
 unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, bool) {
+    // Fast path: count slices below the key without branches; if no slice
+    // ties the key's, that count is the answer.
+    if let Some(pos) = count_below(&leaf.slices[..n], k.slice) {
+        return (pos, false);
+    }
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
         let mid = (lo + hi) / 2;
@@ -191,6 +196,22 @@ unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, 
     (lo, false)
 }
 
+/// The number of slices below `slice`, or `None` if one equals it (then
+/// the tie must be broken by the full keys). Branch-free: a node's slices
+/// fit in two cache lines and a mispredicted binary-search branch costs
+/// more than the dozen compares.
+#[inline(always)]
+fn count_below(slices: &[crate::sync::AtomicU64], slice: u64) -> Option<usize> {
+    let mut below = 0usize;
+    let mut tie = false;
+    for s in slices {
+        let s = s.load(R);
+        below += (s < slice) as usize;
+        tie |= s == slice;
+    }
+    (!tie).then_some(below)
+}
+
 /// The child to follow: the number of separators ≤ `k` (or < `k` when
 /// `before`). Child `i` holds the keys in `[sep[i-1], sep[i])`.
 ///
@@ -198,6 +219,10 @@ unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, 
 /// The caller is pinned; `n ≤ INNER_WIDTH`.
 #[inline]
 unsafe fn child_index(inner: &Inner, n: usize, k: &SearchKey<'_>, before: bool) -> usize {
+    // Without a tie, "separators ≤ k" and "separators < k" agree.
+    if let Some(i) = count_below(&inner.slices[..n], k.slice) {
+        return i;
+    }
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
         let mid = (lo + hi) / 2;
@@ -266,6 +291,7 @@ impl Tree {
         'restart: loop {
             // Acquire: pairs with the Release store of a new root.
             let mut node = self.root.load(Ordering::Acquire) as *const Header;
+            prefetch(node);
             // SAFETY: nodes are never freed while the tree lives.
             let mut v = unsafe { hdr(node) }.version.stable();
             // A root split leaves the old root covering only its left half.
@@ -289,6 +315,7 @@ impl Tree {
                     Target::Rightmost => n,
                 };
                 let child = inner.children[idx].load(R) as *const Header;
+                prefetch(child);
                 if h.version.has_changed(v) || child.is_null() {
                     continue 'restart;
                 }
@@ -312,6 +339,7 @@ impl Tree {
         'restart: loop {
             // Acquire: pairs with the Release store of a new root.
             let mut node = self.root.load(Ordering::Acquire) as *const Header;
+            prefetch(node);
             // SAFETY: nodes are never freed while the tree lives.
             let mut v = unsafe { hdr(node) }.version.stable();
             if self.root.load(Ordering::Acquire) as *const Header != node {
@@ -342,8 +370,14 @@ impl Tree {
                         }
                         continue 'restart;
                     }
+                    // Appending past the last separator (a sequential load)?
+                    // Then leave the left node full instead of half full.
+                    // SAFETY: pinned; locked.
+                    let append = unsafe {
+                        compare_at(&inner.slices, &inner.infos, n - 1, k) != Cmp::Greater
+                    };
                     // SAFETY: both locked at the versions we validated.
-                    unsafe { self.split_inner(inner, p) };
+                    unsafe { self.split_inner(inner, p, append) };
                     h.version.unlock();
                     if let Some(p) = p {
                         p.header.version.unlock();
@@ -353,6 +387,7 @@ impl Tree {
                 // SAFETY: pinned by the caller.
                 let idx = unsafe { child_index(inner, n, k, false) };
                 let child = inner.children[idx].load(R) as *const Header;
+                prefetch(child);
                 if h.version.has_changed(v) || child.is_null() {
                     continue 'restart;
                 }
@@ -374,9 +409,9 @@ impl Tree {
     ///
     /// # Safety
     /// `inner` and `parent` are locked by the caller.
-    unsafe fn split_inner(&self, inner: &Inner, parent: Option<&Inner>) {
+    unsafe fn split_inner(&self, inner: &Inner, parent: Option<&Inner>, append: bool) {
         let n = inner.count.load(R);
-        let m = n / 2;
+        let m = if append { n - 1 } else { n / 2 };
         let right = Inner::new_locked();
         let sep = (inner.slices[m].load(R), inner.infos[m].load(R));
         for i in m + 1..n {
@@ -588,11 +623,20 @@ impl Tree {
         e: (u64, u64, u64),
     ) -> *mut Leaf {
         let n = LEAF_WIDTH;
-        let m = n / 2;
+        // Appending at the end (a sequential load) leaves the left leaf
+        // full and starts the right one with just the new key.
+        let append = pos == n;
+        let m = if append { n } else { n / 2 };
         let mut tmp = [0u8; 8];
-        // SAFETY: entry m is live and we hold the lock.
-        let sep_bytes =
-            unsafe { stored_bytes(leaf.slices[m].load(R), leaf.infos[m].load(R), &mut tmp) };
+        // The separator is the right leaf's first key: entry m, or the new
+        // key when appending. The fence gets its own copy.
+        let (ss, si) = if append {
+            (e.0, e.1)
+        } else {
+            (leaf.slices[m].load(R), leaf.infos[m].load(R))
+        };
+        // SAFETY: a live entry (or the new key) while we hold the lock.
+        let sep_bytes = unsafe { stored_bytes(ss, si, &mut tmp) };
         let low = make_stored(sep_bytes);
         let right = Leaf::new(Some(low), true);
         for i in m..n {
@@ -606,7 +650,7 @@ impl Tree {
             clear_entry(leaf, i);
         }
         leaf.count.store(m, R);
-        if pos <= m {
+        if pos < m || (pos == m && !append) {
             leaf_insert_at(leaf, m, pos, e);
         } else {
             leaf_insert_at(&right, n - m, pos - m, e);
