@@ -17,17 +17,19 @@
 //!   `snap(e)` is freed once `snap(e) < snap_safe`; absent records are
 //!   unhooked from the tree under the same rule.
 //!
-//! Memory ordering: pinning stores `e_w` and re-reads `E` with `SeqCst`, and
-//! the advancer stores `E`/`SE` and scans the slots with `SeqCst`, so in
-//! the single total order either the advancer sees the pin or the pinning
-//! worker sees the new epoch (the store-buffering case is excluded).
+//! Memory ordering: pinning stores `e_w`, issues a `SeqCst` fence and
+//! re-reads `E`; the advancer stores `E`/`SE`, issues a `SeqCst` fence and
+//! scans the slots. Two SeqCst fences forbid the store-buffering outcome, so
+//! either the advancer sees the pin or the pinning worker sees the new
+//! epoch. (Fences rather than SeqCst accesses, because loom models fences
+//! exactly.)
 
 use std::sync::Weak;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
 use crate::tid::{snap, SNAPSHOT_K};
 
 /// Local-epoch value of a worker between transactions.
@@ -77,13 +79,14 @@ impl Epochs {
     /// The global epoch `E`.
     #[inline]
     pub fn global(&self) -> u64 {
-        // SeqCst: see the module docs (pin / advance total order).
-        self.global.load(Ordering::SeqCst)
+        // Acquire: pairs with the advancer's store; the ordering that matters
+        // comes from the SeqCst fences around it (module docs).
+        self.global.load(Ordering::Acquire)
     }
 
     /// The global snapshot epoch `SE`.
     pub fn snapshot(&self) -> u64 {
-        self.snap_global.load(Ordering::SeqCst)
+        self.snap_global.load(Ordering::Acquire)
     }
 
     /// `(tree_safe, snap_safe)`: garbage labelled strictly below may go.
@@ -109,7 +112,8 @@ impl Epochs {
 
     pub fn unregister(&self, slot: usize) {
         let s = &self.slots[slot];
-        s.local.store(INACTIVE, Ordering::SeqCst);
+        // Release: our last reads happen before anyone sees us leave.
+        s.local.store(INACTIVE, Ordering::Release);
         // Release: pairs with the AcqRel claim in `register`.
         s.in_use.store(false, Ordering::Release);
     }
@@ -121,9 +125,10 @@ impl Epochs {
         let s = &self.slots[slot];
         let mut e = self.global();
         loop {
-            // SeqCst store + re-load: either the advancer's slot scan sees
-            // this pin, or we see the epoch it published (module docs).
-            s.local.store(e, Ordering::SeqCst);
+            s.local.store(e, Ordering::Relaxed);
+            // SeqCst fence: pairs with the one in `advance` — either its slot
+            // scan sees this pin, or this re-load sees its epoch.
+            fence(Ordering::SeqCst);
             let again = self.global();
             if again == e {
                 break;
@@ -131,7 +136,10 @@ impl Epochs {
             e = again;
         }
         let se = self.snapshot();
-        s.snap.store(se, Ordering::SeqCst);
+        s.snap.store(se, Ordering::Relaxed);
+        // Second fence: the advancer's snapshot scan sees this se_w or we saw
+        // its new SE (same argument).
+        fence(Ordering::SeqCst);
         (e, se)
     }
 
@@ -148,8 +156,9 @@ impl Epochs {
     /// One tick of the epoch-advancing thread.
     pub fn advance(&self) {
         let e = self.global();
+        fence(Ordering::SeqCst);
         let lagging = self.slots.iter().any(|s| {
-            let l = s.local.load(Ordering::SeqCst);
+            let l = s.local.load(Ordering::Relaxed);
             l != INACTIVE && l < e
         });
         let e = if lagging {
@@ -157,7 +166,8 @@ impl Epochs {
             self.delayed_ticks.fetch_add(1, Ordering::Relaxed);
             e
         } else {
-            self.global.store(e + 1, Ordering::SeqCst);
+            // Release: pairs with the Acquire in `global`.
+            self.global.store(e + 1, Ordering::Release);
             e + 1
         };
         let se = if e >= SNAPSHOT_K {
@@ -166,15 +176,18 @@ impl Epochs {
             0
         };
         if se > self.snapshot() {
-            self.snap_global.store(se, Ordering::SeqCst);
+            // Release: pairs with the Acquire in `snapshot`.
+            self.snap_global.store(se, Ordering::Release);
         }
+        // SeqCst fence: pairs with the fences in `pin` (module docs).
+        fence(Ordering::SeqCst);
         let mut tree_safe = e;
         let mut snap_safe = se;
         for s in self.slots.iter() {
-            let l = s.local.load(Ordering::SeqCst);
+            let l = s.local.load(Ordering::Acquire);
             if l != INACTIVE {
                 tree_safe = tree_safe.min(l);
-                snap_safe = snap_safe.min(s.snap.load(Ordering::SeqCst));
+                snap_safe = snap_safe.min(s.snap.load(Ordering::Relaxed));
             }
         }
         // Release: pairs with the Acquire loads in `safe`.

@@ -54,5 +54,5 @@ pub use error::{AbortReason, Error, TxError};
 pub use secondary::SecondaryIndex;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
-pub use txn::Transaction;
+pub use txn::{KeyValue, Transaction};
 pub use worker::{Stats, Worker};

@@ -131,7 +131,7 @@ impl Record {
         for w in &words[..full] {
             out.extend_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
-        if len % 8 != 0 {
+        if !len.is_multiple_of(8) {
             let b = words[full].load(Ordering::Relaxed).to_ne_bytes();
             out.extend_from_slice(&b[..len % 8]);
         }

@@ -29,7 +29,7 @@ impl<'w> Snapshot<'w> {
     }
 
     /// The snapshot epoch this transaction reads at.
-    pub fn epoch(&self) -> u64 {
+    pub fn snapshot_epoch(&self) -> u64 {
         self.c.snap_epoch
     }
 

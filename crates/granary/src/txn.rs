@@ -27,6 +27,9 @@ use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
 use crate::worker::{check_key, check_value, Core, ReadPin, RetirePin};
 
+/// An owned `(key, value)` pair, as returned by `scan_collect`.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// The TID word of a fresh insert placeholder: TID 0, absent, latest.
 const PLACEHOLDER: Tid = Tid(Tid::LATEST | Tid::ABSENT);
 
@@ -499,7 +502,7 @@ impl<'w> Transaction<'w> {
         hi: Bound<&[u8]>,
         limit: usize,
         reverse: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TxError> {
+    ) -> Result<Vec<KeyValue>, TxError> {
         let mut out = Vec::new();
         self.scan(t, lo, hi, limit, reverse, |k, v| {
             out.push((k.to_vec(), v.to_vec()));

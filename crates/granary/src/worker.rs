@@ -31,7 +31,7 @@ impl ReadPin {
 // (reads and inserts unlink nothing) and would leak, not free, if it were.
 unsafe impl Guard for ReadPin {
     fn retire(&mut self, garbage: Retired) {
-        std::mem::forget(garbage);
+        let _ = garbage; // leaked: `Retired` frees nothing unless reclaimed
     }
 }
 
@@ -210,7 +210,6 @@ impl Worker {
                 let consistent = tx.reads_still_valid();
                 tx.abort();
                 if consistent {
-                    drop(tx);
                     self.end();
                     self.stats.failures += 1;
                     return Err(e);
@@ -218,7 +217,6 @@ impl Worker {
                 Err(AbortReason::ReadValidation)
             }
         };
-        drop(tx);
         self.end();
         match &out {
             Ok(_) => self.stats.commits += 1,

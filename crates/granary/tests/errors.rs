@@ -62,7 +62,7 @@ fn bad_input_is_a_typed_error() {
         Err::<(), _>(TxError::rollback())
     });
     assert!(matches!(r, Err(Error::RolledBack)));
-    assert_eq!(w.run(|tx| Ok(tx.get(t, b"temp")?.is_none())).unwrap(), true);
+    assert!(w.run(|tx| Ok(tx.get(t, b"temp")?.is_none())).unwrap());
     // An application error is carried through.
     let r = w.run(|_| Err::<(), _>(TxError::user("out of stock")));
     assert_eq!(
@@ -92,7 +92,7 @@ fn doomed_transaction_stays_doomed() {
         })
         .unwrap();
     assert_eq!(r, Err(AbortReason::NodeValidation));
-    assert_eq!(a.run(|tx| Ok(tx.get(t, b"mine")?.is_none())).unwrap(), true);
+    assert!(a.run(|tx| Ok(tx.get(t, b"mine")?.is_none())).unwrap());
 }
 
 #[test]

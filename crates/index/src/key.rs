@@ -106,7 +106,7 @@ pub(crate) unsafe fn free_stored(info: u64) {
 /// If `info` is a pointer, its KeyBox must not have been freed, and the
 /// result must not outlive it.
 #[inline]
-pub(crate) unsafe fn stored_bytes<'b>(slice: u64, info: u64, buf: &'b mut [u8; 8]) -> &'b [u8] {
+pub(crate) unsafe fn stored_bytes(slice: u64, info: u64, buf: &mut [u8; 8]) -> &[u8] {
     if info <= INLINE_MAX {
         *buf = slice.to_be_bytes();
         &buf[..info as usize]

@@ -60,7 +60,7 @@ impl LeakGuard {
 // SAFETY: it never frees anything, so no reader can see freed memory.
 unsafe impl Guard for LeakGuard {
     fn retire(&mut self, garbage: Retired) {
-        std::mem::forget(garbage);
+        let _ = garbage; // leaked: `Retired` frees nothing unless reclaimed
     }
 }
 
@@ -295,7 +295,7 @@ impl Tree {
             // SAFETY: nodes are never freed while the tree lives.
             let mut v = unsafe { hdr(node) }.version.stable();
             // A root split leaves the old root covering only its left half.
-            if self.root.load(Ordering::Acquire) as *const Header != node {
+            if !std::ptr::eq(self.root.load(Ordering::Acquire), node) {
                 continue 'restart;
             }
             loop {
@@ -342,7 +342,7 @@ impl Tree {
             prefetch(node);
             // SAFETY: nodes are never freed while the tree lives.
             let mut v = unsafe { hdr(node) }.version.stable();
-            if self.root.load(Ordering::Acquire) as *const Header != node {
+            if !std::ptr::eq(self.root.load(Ordering::Acquire), node) {
                 continue 'restart;
             }
             let mut parent: *const Inner = std::ptr::null();
@@ -935,7 +935,7 @@ impl Tree {
     /// Call `f` with every value, with exclusive access (for owners that
     /// must free what the values point to before dropping the tree).
     pub fn for_each_value(&mut self, mut f: impl FnMut(u64)) {
-        let mut node = *self.root.get_mut() as *const Header;
+        let mut node = self.root.load(R) as *const Header;
         // SAFETY: exclusive access; nodes are live.
         unsafe {
             while !hdr(node).is_leaf {
@@ -994,6 +994,6 @@ unsafe fn free_node(p: *mut Header) {
 impl Drop for Tree {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader remains.
-        unsafe { free_node(*self.root.get_mut()) }
+        unsafe { free_node(self.root.load(R)) }
     }
 }

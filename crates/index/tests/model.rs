@@ -143,7 +143,7 @@ fn concurrent_disjoint_writers() {
                 for _ in 0..40_000 {
                     let k = (xorshift(&mut rng) % 5_000) * threads + w;
                     let key = format!("key-{k:012}");
-                    if xorshift(&mut rng) % 3 == 0 {
+                    if xorshift(&mut rng).is_multiple_of(3) {
                         assert_eq!(t.remove(key.as_bytes(), &mut g).is_some(), mine.remove(&k));
                     } else {
                         let fresh =
