@@ -47,9 +47,13 @@ pub struct YcsbArgs {
     /// Percentage of read-only transactions (the rest are read-modify-writes).
     #[arg(long, default_value_t = 80)]
     pub read_pct: u32,
-    /// Engine to run.
-    #[arg(long, value_enum, default_value_t = Engine::Silo)]
-    pub engine: Engine,
+    /// Engine(s) to run; several (e.g. `silo,kv`) alternate run by run on the
+    /// same loaded table and report their throughput ratio.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "silo")]
+    pub engine: Vec<Engine>,
+    /// Measured runs per engine; medians are reported.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
     /// Commit TIDs from one shared atomic counter (MemSilo+GlobalTID).
     #[arg(long)]
     pub global_tid: bool,
@@ -67,19 +71,37 @@ pub struct YcsbArgs {
     pub json: Option<std::path::PathBuf>,
 }
 
+/// The JSON result. Top-level `throughput_txn_per_s` / `aborts_per_s` are the
+/// medians of the first `--engine` (a contract scripts rely on).
 #[derive(Serialize, Debug)]
 pub struct YcsbResult {
     pub benchmark: &'static str,
+    pub throughput_txn_per_s: f64,
+    pub aborts_per_s: f64,
+    pub engines: Vec<EngineSummary>,
+    pub runs: Vec<Measurement>,
+    pub load_s: f64,
+    pub seed: u64,
+    pub config: YcsbArgs,
+    pub machine: Machine,
+}
+
+#[derive(Serialize, Debug)]
+pub struct EngineSummary {
+    pub engine: Engine,
+    pub throughput_txn_per_s: f64,
+    pub aborts_per_s: f64,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Measurement {
+    pub engine: Engine,
     pub throughput_txn_per_s: f64,
     pub aborts_per_s: f64,
     pub commits: u64,
     pub aborts: u64,
     pub abort_reasons: std::collections::BTreeMap<&'static str, u64>,
     pub elapsed_s: f64,
-    pub load_s: f64,
-    pub seed: u64,
-    pub config: YcsbArgs,
-    pub machine: Machine,
 }
 
 /// Per-thread counters, each on its own cache line, written only by their
@@ -111,10 +133,20 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             granary::MAX_VALUE_BYTES
         ));
     }
+    if args.runs == 0 || args.engine.is_empty() {
+        return Err("need --runs ≥ 1 and at least one --engine".into());
+    }
     let seed = args.seed.unwrap_or_else(fresh_seed);
     eprintln!(
-        "ycsb: engine={:?} threads={} keys={} value={}B read={}% global_tid={} seed={seed}",
-        args.engine, args.threads, args.keys, args.value_bytes, args.read_pct, args.global_tid
+        "ycsb: engines={:?} threads={} keys={} value={}B read={}% global_tid={} snapshots={} runs={} seed={seed}",
+        args.engine,
+        args.threads,
+        args.keys,
+        args.value_bytes,
+        args.read_pct,
+        args.global_tid,
+        !args.no_snapshots,
+        args.runs
     );
     let opts = Options::default()
         .epoch_interval(Duration::from_millis(args.epoch_ms.max(1)))
@@ -129,6 +161,84 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     let load_s = load_start.elapsed().as_secs_f64();
     eprintln!("ycsb: loaded {} keys in {load_s:.2}s", args.keys);
 
+    // Engines alternate run by run on the same loaded table, so drift on a
+    // shared machine hits each alike; medians are reported.
+    let mut runs = Vec::new();
+    for r in 0..args.runs {
+        for &engine in &args.engine {
+            let m = measure(&db, table, &args, engine, seed.wrapping_add(r as u64))?;
+            println!(
+                "ycsb run {r} engine={engine:?} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s {:?}",
+                args.threads,
+                m.throughput_txn_per_s,
+                m.throughput_txn_per_s / args.threads as f64,
+                m.aborts_per_s,
+                m.abort_reasons
+            );
+            runs.push(m);
+        }
+    }
+    let mut per_engine = Vec::new();
+    for &engine in &args.engine {
+        let of = |f: &dyn Fn(&Measurement) -> f64| {
+            median(runs.iter().filter(|m| m.engine == engine).map(f).collect())
+        };
+        per_engine.push(EngineSummary {
+            engine,
+            throughput_txn_per_s: of(&|m| m.throughput_txn_per_s),
+            aborts_per_s: of(&|m| m.aborts_per_s),
+        });
+    }
+    for e in &per_engine {
+        println!(
+            "ycsb engine={:?} threads={} keys={}: median {:.0} txn/s ({:.0} txn/s/thread), {:.0} aborts/s",
+            e.engine,
+            args.threads,
+            args.keys,
+            e.throughput_txn_per_s,
+            e.throughput_txn_per_s / args.threads as f64,
+            e.aborts_per_s
+        );
+    }
+    if per_engine.len() > 1 {
+        println!(
+            "ycsb: {:?} / {:?} throughput ratio {:.3}",
+            per_engine[1].engine,
+            per_engine[0].engine,
+            per_engine[1].throughput_txn_per_s / per_engine[0].throughput_txn_per_s
+        );
+    }
+    let first = &per_engine[0];
+    let res = YcsbResult {
+        benchmark: "ycsb",
+        throughput_txn_per_s: first.throughput_txn_per_s,
+        aborts_per_s: first.aborts_per_s,
+        engines: per_engine,
+        runs,
+        load_s,
+        seed,
+        config: args.clone(),
+        machine: machine(),
+    };
+    if let Some(p) = &args.json {
+        write_json(p, &res)?;
+    }
+    Ok(res)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One measured run of one engine.
+fn measure(
+    db: &Database,
+    table: TableId,
+    args: &YcsbArgs,
+    engine: Engine,
+    seed: u64,
+) -> Result<Measurement, String> {
     let phase = AtomicU8::new(WARMUP);
     let counters: Vec<CachePadded<Counters>> =
         (0..args.threads).map(|_| CachePadded::default()).collect();
@@ -136,9 +246,9 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     let failed = AtomicBool::new(false);
     let (elapsed, start_counts, end_counts) = std::thread::scope(|s| {
         for (i, c) in counters.iter().enumerate() {
-            let (db, args, phase, barrier, failed) = (&db, &args, &phase, &barrier, &failed);
+            let (phase, barrier, failed) = (&phase, &barrier, &failed);
             s.spawn(move || {
-                let r = worker(db, table, args, seed, i as u64, c, phase, barrier);
+                let r = worker(db, table, args, engine, seed, i as u64, c, phase, barrier);
                 if let Err(e) = r {
                     eprintln!("ycsb: worker {i} failed: {e}");
                     failed.store(true, Ordering::Relaxed);
@@ -173,33 +283,15 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         abort_reasons.insert(r.name(), n);
         aborts += n;
     }
-    let res = YcsbResult {
-        benchmark: "ycsb",
+    Ok(Measurement {
+        engine,
         throughput_txn_per_s: commits as f64 / elapsed,
         aborts_per_s: aborts as f64 / elapsed,
         commits,
         aborts,
         abort_reasons,
         elapsed_s: elapsed,
-        load_s,
-        seed,
-        config: args.clone(),
-        machine: machine(),
-    };
-    println!(
-        "ycsb engine={:?} threads={} keys={}: {:.0} txn/s ({:.0} txn/s/thread), {:.0} aborts/s {:?}",
-        args.engine,
-        args.threads,
-        args.keys,
-        res.throughput_txn_per_s,
-        res.throughput_txn_per_s / args.threads as f64,
-        res.aborts_per_s,
-        res.abort_reasons
-    );
-    if let Some(p) = &args.json {
-        write_json(p, &res)?;
-    }
-    Ok(res)
+    })
 }
 
 fn snapshot(cs: &[CachePadded<Counters>]) -> (u64, [u64; AbortReason::ALL.len()]) {
@@ -265,6 +357,7 @@ fn worker(
     db: &Database,
     t: TableId,
     args: &YcsbArgs,
+    engine: Engine,
     seed: u64,
     id: u64,
     c: &Counters,
@@ -285,7 +378,7 @@ fn worker(
         }
         let k = key(rng.below(args.keys));
         let read = (rng.below(100) as u32) < args.read_pct;
-        match args.engine {
+        match engine {
             Engine::Kv => {
                 w.kv_get(t, &k, &mut buf).map_err(|e| e.to_string())?;
                 if !read {

@@ -111,7 +111,7 @@ impl Shared {
         self.tables
             .get(t.0 as usize)
             .and_then(|c| c.get())
-            .ok_or(Error::UnknownTableId(t.0))
+            .ok_or_else(|| Error::UnknownTableId(t.0))
     }
 }
 

@@ -16,11 +16,13 @@ use std::ptr::NonNull;
 
 use granary_index::Retired;
 
-use crate::record::Record;
+use crate::record::{Pool, Record};
 use crate::tid::Tid;
 
 pub(crate) enum Garbage {
-    Record(NonNull<Record>),
+    /// A record and its capacity (kept here so freeing it later does not
+    /// touch its long-cold memory).
+    Record(NonNull<Record>, u32),
     Key(Retired),
 }
 
@@ -28,14 +30,23 @@ pub(crate) enum Garbage {
 unsafe impl Send for Garbage {}
 
 impl Garbage {
+    /// Garbage for a record the caller has just touched.
+    pub fn record(r: NonNull<Record>) -> Garbage {
+        // SAFETY: the caller hands over a live record it still holds.
+        let cap = unsafe { r.as_ref() }.capacity() as u32;
+        Garbage::Record(r, cap)
+    }
+
     /// # Safety
     /// The grace period of this garbage has passed.
-    unsafe fn free(self) {
-        match self {
+    unsafe fn free(self, pool: Option<&mut Pool>) {
+        match (self, pool) {
             // SAFETY: caller's contract.
-            Garbage::Record(r) => unsafe { Record::free(r) },
+            (Garbage::Record(r, cap), Some(pool)) => unsafe { pool.free(r, cap as usize) },
             // SAFETY: caller's contract.
-            Garbage::Key(k) => unsafe { k.reclaim() },
+            (Garbage::Record(r, _), None) => unsafe { Record::free(r) },
+            // SAFETY: caller's contract.
+            (Garbage::Key(k), _) => unsafe { k.reclaim() },
         }
     }
 }
@@ -73,12 +84,12 @@ impl GcLists {
     /// # Safety
     /// `tree_safe` / `snap_safe` come from [`crate::epoch::Epochs::safe`]
     /// of the domain every item was retired in.
-    pub unsafe fn collect(&mut self, tree_safe: u64, snap_safe: u64) -> usize {
+    pub unsafe fn collect(&mut self, tree_safe: u64, snap_safe: u64, pool: &mut Pool) -> usize {
         let mut n = 0;
         while self.tree.front().is_some_and(|(r, _)| *r < tree_safe) {
             let (_, g) = self.tree.pop_front().expect("front");
             // SAFETY: every reader that could see it has unpinned.
-            unsafe { g.free() };
+            unsafe { g.free(Some(pool)) };
             n += 1;
         }
         // Labels are non-decreasing per queue in each component, but an
@@ -90,7 +101,7 @@ impl GcLists {
         {
             let (_, _, g) = self.snap.pop_front().expect("front");
             // SAFETY: no snapshot or regular reader can reach it.
-            unsafe { g.free() };
+            unsafe { g.free(Some(pool)) };
             n += 1;
         }
         n
@@ -121,11 +132,11 @@ impl GcLists {
     pub unsafe fn free_all(&mut self) {
         for (_, g) in self.tree.drain(..) {
             // SAFETY: caller's contract.
-            unsafe { g.free() };
+            unsafe { g.free(None) };
         }
         for (_, _, g) in self.snap.drain(..) {
             // SAFETY: caller's contract.
-            unsafe { g.free() };
+            unsafe { g.free(None) };
         }
         // Cleanup records are still in their trees; the trees' owners free
         // them.

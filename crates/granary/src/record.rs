@@ -82,6 +82,25 @@ impl Record {
         }
     }
 
+    /// Reuse a freed record's memory for a new version.
+    ///
+    /// # Safety
+    /// `p` is exclusively owned (freed garbage past its grace period) and
+    /// `value.len() <= capacity`.
+    unsafe fn reinit(
+        p: NonNull<Record>,
+        tid: Tid,
+        value: &[u8],
+        prev: *mut Record,
+    ) -> NonNull<Record> {
+        // SAFETY: exclusively owned, per the contract.
+        let r = unsafe { p.as_ref() };
+        r.tid.store(tid.0, Ordering::Relaxed);
+        r.prev.store(prev, Ordering::Relaxed);
+        r.store_value(value);
+        p
+    }
+
     #[inline]
     fn words(&self) -> &[AtomicU64] {
         // SAFETY: `alloc` initialised `cap / 8` words after the header.
@@ -210,6 +229,83 @@ impl Record {
         debug_assert!(!t.is_locked());
         // Release: pairs with the Acquire loads in `stable_tid` / `lock`.
         self.tid.store(t.0, Ordering::Release);
+    }
+}
+
+/// Records of at most this capacity are recycled through a worker's pool.
+const POOL_MAX_CAP: usize = 512;
+/// At most this many bytes of free records are kept per worker.
+const POOL_BYTES_MAX: usize = 4 << 20;
+
+/// A per-worker cache of freed records by capacity, so the old-version
+/// copies snapshots need (one per write that crosses a snapshot epoch) do
+/// not round-trip through the global allocator. Silo uses per-core
+/// allocators for the same reason. Bounded by `POOL_BYTES_MAX`.
+pub(crate) struct Pool {
+    bins: Vec<Vec<NonNull<Record>>>,
+    bytes: usize,
+}
+
+// SAFETY: the pool exclusively owns the freed records it holds.
+unsafe impl Send for Pool {}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            bins: (0..=POOL_MAX_CAP / 8).map(|_| Vec::new()).collect(),
+            bytes: 0,
+        }
+    }
+}
+
+impl Pool {
+    /// As [`Record::alloc`], reusing pooled memory when it can.
+    #[inline]
+    pub fn alloc(
+        &mut self,
+        tid: Tid,
+        value: &[u8],
+        min_cap: usize,
+        prev: *mut Record,
+    ) -> NonNull<Record> {
+        let cap = value.len().max(min_cap).div_ceil(8) * 8;
+        if let Some(p) = self.bins.get_mut(cap / 8).and_then(|b| b.pop()) {
+            self.bytes -= HEADER + cap;
+            // SAFETY: pooled records are exclusively ours, of capacity `cap`.
+            return unsafe { Record::reinit(p, tid, value, prev) };
+        }
+        Record::alloc(tid, value, min_cap, prev)
+    }
+
+    /// Free (or keep for reuse) a record.
+    ///
+    /// # Safety
+    /// As for [`Record::free`].
+    #[inline]
+    pub unsafe fn free(&mut self, p: NonNull<Record>, cap: usize) {
+        debug_assert_eq!(cap, {
+            // SAFETY: the caller hands over an unreachable record.
+            unsafe { p.as_ref() }.cap as usize
+        });
+        match self.bins.get_mut(cap / 8) {
+            Some(b) if self.bytes + HEADER + cap <= POOL_BYTES_MAX => {
+                self.bytes += HEADER + cap;
+                b.push(p)
+            }
+            // SAFETY: forwarded contract.
+            _ => unsafe { Record::free(p) },
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for b in &mut self.bins {
+            for p in b.drain(..) {
+                // SAFETY: pooled records are unreachable and owned here.
+                unsafe { Record::free(p) };
+            }
+        }
     }
 }
 

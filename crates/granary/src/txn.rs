@@ -542,13 +542,16 @@ impl<'w> Transaction<'w> {
         key: &[u8],
         value: &[u8],
     ) -> Result<bool, TxError> {
-        let ph = Record::alloc(PLACEHOLDER, &[], value.len(), std::ptr::null_mut());
+        let ph = self
+            .c
+            .pool
+            .alloc(PLACEHOLDER, &[], value.len(), std::ptr::null_mut());
         // SAFETY: pinned for the whole transaction.
         let mut pin = unsafe { ReadPin::new() };
         match self.table(t).tree.insert(key, ph.as_ptr() as u64, &mut pin) {
             Insert::Exists { .. } => {
                 // SAFETY: never published.
-                unsafe { Record::free(ph) };
+                unsafe { self.c.pool.free(ph, value.len().div_ceil(8) * 8) };
                 // Someone inserted it first: the caller looks again.
                 Ok(false)
             }
@@ -654,7 +657,7 @@ impl<'w> Transaction<'w> {
             // Copy the old version into new memory linked from the record,
             // so the tree keeps pointing at the same record (§4.9).
             rec.load_value(&mut w.st.scratch);
-            let copy = Record::alloc(
+            let copy = w.pool.alloc(
                 old.without(Tid::LATEST),
                 &w.st.scratch,
                 0,
@@ -664,7 +667,7 @@ impl<'w> Transaction<'w> {
             // the TID word) sees the copy's contents.
             rec.prev.store(copy.as_ptr(), Ordering::Release);
             w.gc.snap
-                .push_back((snap(e), shared.epochs.global(), Garbage::Record(copy)));
+                .push_back((snap(e), shared.epochs.global(), Garbage::record(copy)));
         };
         match we.value {
             Some(v) => {
@@ -685,7 +688,7 @@ impl<'w> Transaction<'w> {
                     } else {
                         rec.prev.load(Ordering::Relaxed)
                     };
-                    let new = Record::alloc(new_word, &w.st.arena[s..s + n], 0, prev);
+                    let new = w.pool.alloc(new_word, &w.st.arena[s..s + n], 0, prev);
                     let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
                     // SAFETY: pinned.
                     let mut pin = unsafe { ReadPin::new() };
@@ -697,7 +700,7 @@ impl<'w> Transaction<'w> {
                     );
                     debug_assert!(swapped, "a locked record is its key's tree entry");
                     rec.unlock(old.without(Tid::LATEST));
-                    let g = Garbage::Record(NonNull::from(rec));
+                    let g = Garbage::record(NonNull::from(rec));
                     let label = shared.epochs.global();
                     if crosses {
                         w.gc.snap.push_back((snap(e), label, g));
@@ -763,7 +766,7 @@ impl<'w> Transaction<'w> {
             self.c
                 .gc
                 .tree
-                .push_back((label, Garbage::Record(NonNull::from(rec))));
+                .push_back((label, Garbage::record(NonNull::from(rec))));
         }
         self.c.st.write_set.clear();
     }

@@ -106,7 +106,14 @@ pub(crate) struct Core {
     pub last_tid: Tid,
     pub epoch: u64,
     pub snap_epoch: u64,
+    pub pool: crate::record::Pool,
 }
+
+// SAFETY: the raw pointers a worker holds (transaction sets, garbage,
+// pooled records) point into its database, which the worker keeps alive
+// through `shared`; none is shared with another thread's state, and the
+// epoch protocol does not depend on which OS thread a worker runs on.
+unsafe impl Send for Worker {}
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -333,7 +340,7 @@ impl Worker {
                         self.core
                             .gc
                             .tree
-                            .push_back((label, Garbage::Record(NonNull::from(rec))));
+                            .push_back((label, Garbage::record(NonNull::from(rec))));
                     }
                     return Ok(());
                 }
@@ -358,7 +365,11 @@ impl Worker {
         let (tree_safe, snap_safe) = self.shared.epochs.safe();
         // SAFETY: the bounds come from this database's epochs, where every
         // item was retired.
-        unsafe { self.core.gc.collect(tree_safe, snap_safe) };
+        unsafe {
+            self.core
+                .gc
+                .collect(tree_safe, snap_safe, &mut self.core.pool)
+        };
         self.run_cleanups(tree_safe, snap_safe);
     }
 
@@ -454,5 +465,5 @@ fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     debug_assert!(removed.is_some(), "locked record is still in the tree");
     rec.unlock(t.without(Tid::LATEST));
     let label = shared.epochs.global();
-    gc.tree.push_back((label, Garbage::Record(c.rec)));
+    gc.tree.push_back((label, Garbage::record(c.rec)));
 }
