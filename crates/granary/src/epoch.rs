@@ -135,11 +135,13 @@ impl Epochs {
             }
             e = again;
         }
+        // No second fence for se_w: this slot is already visibly active, so
+        // an advancer that misses this store reads our previous se_w, which
+        // is ≤ this one (SE only grows) — conservative. One that missed the
+        // pin entirely published its SE before its fence, so the load below
+        // sees it (first fence's argument).
         let se = self.snapshot();
         s.snap.store(se, Ordering::Relaxed);
-        // Second fence: the advancer's snapshot scan sees this se_w or we saw
-        // its new SE (same argument).
-        fence(Ordering::SeqCst);
         (e, se)
     }
 

@@ -115,8 +115,12 @@ impl TxState {
         self.write_set.clear();
         self.node_set.clear();
         self.arena.clear();
-        self.by_key.clear();
-        self.by_rec.clear();
+        // `HashMap::clear` rewrites every control byte even when empty; a
+        // load-sized map would cost a memset per transaction.
+        if !self.by_key.is_empty() {
+            self.by_key.clear();
+            self.by_rec.clear();
+        }
         self.last = None;
     }
 
