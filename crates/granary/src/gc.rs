@@ -24,6 +24,8 @@ pub(crate) enum Garbage {
     /// touch its long-cold memory).
     Record(NonNull<Record>, u32),
     Key(Retired),
+    /// A chunk of old-version copies (`Pool::alloc_version`).
+    Chunk(NonNull<u8>),
 }
 
 // SAFETY: garbage is owned, unreachable memory waiting for its grace period.
@@ -47,6 +49,10 @@ impl Garbage {
             (Garbage::Record(r, _), None) => unsafe { Record::free(r) },
             // SAFETY: caller's contract.
             (Garbage::Key(k), _) => unsafe { k.reclaim() },
+            // SAFETY: caller's contract.
+            (Garbage::Chunk(c), Some(pool)) => unsafe { pool.recycle_chunk(c) },
+            // SAFETY: caller's contract.
+            (Garbage::Chunk(c), None) => unsafe { crate::record::free_chunk(c) },
         }
     }
 }

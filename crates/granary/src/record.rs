@@ -50,8 +50,18 @@ impl Record {
         let Some(p) = NonNull::new(p) else {
             handle_alloc_error(l)
         };
-        // SAFETY: fresh allocation of the right layout; we initialise every
-        // field (and every data word) before anyone can see it.
+        // SAFETY: fresh allocation of the right layout.
+        unsafe { Record::init_at(p, cap, tid, value, prev) }
+    }
+
+    /// Build a record in raw memory of `HEADER + cap` bytes, 8-aligned.
+    ///
+    /// # Safety
+    /// `p` is exclusively owned, 8-aligned, with room for `HEADER + cap`
+    /// bytes; `cap` is a multiple of 8 and at least `value.len()`.
+    unsafe fn init_at(p: NonNull<Record>, cap: usize, tid: Tid, value: &[u8], prev: *mut Record) -> NonNull<Record> {
+        // SAFETY: per the contract; every field and data word is initialised
+        // before anyone can see the record.
         unsafe {
             p.as_ptr().write(Record {
                 tid: AtomicU64::new(tid.0),
@@ -232,6 +242,24 @@ impl Record {
     }
 }
 
+/// Size of the chunks old-version copies are bump-allocated from.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Freed chunks kept for reuse per worker.
+const SPARE_CHUNKS: usize = 4;
+
+fn chunk_layout() -> Layout {
+    Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout")
+}
+
+/// Free a version chunk's memory.
+///
+/// # Safety
+/// `p` came from a pool's chunk allocation and nothing reaches into it.
+pub(crate) unsafe fn free_chunk(p: NonNull<u8>) {
+    // SAFETY: allocated with this layout.
+    unsafe { dealloc(p.as_ptr(), chunk_layout()) }
+}
+
 /// Records of at most this capacity are recycled through a worker's pool.
 const POOL_MAX_CAP: usize = 512;
 /// At most this many bytes of free records are kept per worker.
@@ -244,6 +272,11 @@ const POOL_BYTES_MAX: usize = 4 << 20;
 pub(crate) struct Pool {
     bins: Vec<Vec<NonNull<Record>>>,
     bytes: usize,
+    /// The open chunk for old-version copies: base and bytes used.
+    chunk: Option<(NonNull<u8>, usize)>,
+    /// The reclamation labels of the newest copy in the open chunk.
+    chunk_labels: (u64, u64),
+    spare: Vec<NonNull<u8>>,
 }
 
 // SAFETY: the pool exclusively owns the freed records it holds.
@@ -254,6 +287,9 @@ impl Default for Pool {
         Pool {
             bins: (0..=POOL_MAX_CAP / 8).map(|_| Vec::new()).collect(),
             bytes: 0,
+            chunk: None,
+            chunk_labels: (0, 0),
+            spare: Vec::new(),
         }
     }
 }
@@ -275,6 +311,71 @@ impl Pool {
             return unsafe { Record::reinit(p, tid, value, prev) };
         }
         Record::alloc(tid, value, min_cap, prev)
+    }
+
+    /// Allocate an old-version copy (Silo §4.9) whose reclamation labels are
+    /// `(snap_label, tree_label)`. Copies are bump-allocated from chunks:
+    /// they die in the order they are made (each worker's labels only
+    /// grow), so a whole chunk is retired, with its newest copy's labels,
+    /// when it fills; copies are never freed one by one. Returns `None` for
+    /// copies too large for a chunk (use [`Pool::alloc`] and retire them
+    /// individually). A retired chunk is handed to `retire`.
+    pub fn alloc_version(
+        &mut self,
+        tid: Tid,
+        value: &[u8],
+        prev: *mut Record,
+        labels: (u64, u64),
+        retire: impl FnOnce(NonNull<u8>, (u64, u64)),
+    ) -> Option<NonNull<Record>> {
+        let cap = value.len().div_ceil(8) * 8;
+        let size = HEADER + cap;
+        if size > CHUNK_BYTES / 16 {
+            return None;
+        }
+        if self.chunk.is_some_and(|(_, used)| used + size > CHUNK_BYTES) {
+            let (base, _) = self.chunk.take().expect("open chunk");
+            retire(base, self.chunk_labels);
+        }
+        let (base, used) = match self.chunk {
+            Some(c) => c,
+            None => {
+                let base = self.spare.pop().unwrap_or_else(|| {
+                    // SAFETY: non-zero size.
+                    let p = unsafe { alloc(chunk_layout()) };
+                    NonNull::new(p).unwrap_or_else(|| handle_alloc_error(chunk_layout()))
+                });
+                (base, 0)
+            }
+        };
+        self.chunk = Some((base, used + size));
+        self.chunk_labels = labels;
+        // SAFETY: `used + size ≤ CHUNK_BYTES` of a chunk only this pool
+        // hands out; 8-aligned since every size is a multiple of 8.
+        let p = unsafe { NonNull::new_unchecked(base.as_ptr().add(used) as *mut Record) };
+        // SAFETY: exclusively owned fresh space.
+        Some(unsafe { Record::init_at(p, cap, tid, value, prev) })
+    }
+
+    /// Close the open chunk (the worker is going away): hand it to
+    /// `retire` with its labels.
+    pub fn close_chunk(&mut self, retire: impl FnOnce(NonNull<u8>, (u64, u64))) {
+        if let Some((base, _)) = self.chunk.take() {
+            retire(base, self.chunk_labels);
+        }
+    }
+
+    /// Take back a retired chunk whose copies are all unreachable.
+    ///
+    /// # Safety
+    /// As for [`free_chunk`].
+    pub unsafe fn recycle_chunk(&mut self, p: NonNull<u8>) {
+        if self.spare.len() < SPARE_CHUNKS {
+            self.spare.push(p);
+        } else {
+            // SAFETY: forwarded contract.
+            unsafe { free_chunk(p) };
+        }
     }
 
     /// Free (or keep for reuse) a record.
@@ -300,6 +401,11 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        debug_assert!(self.chunk.is_none(), "open version chunk must be retired first");
+        for p in self.spare.drain(..) {
+            // SAFETY: spare chunks hold no live copies.
+            unsafe { free_chunk(p) };
+        }
         for b in &mut self.bins {
             for p in b.drain(..) {
                 // SAFETY: pooled records are unreachable and owned here.

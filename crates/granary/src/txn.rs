@@ -661,17 +661,20 @@ impl<'w> Transaction<'w> {
             // Copy the old version into new memory linked from the record,
             // so the tree keeps pointing at the same record (§4.9).
             rec.load_value(&mut w.st.scratch);
-            let copy = w.pool.alloc(
-                old.without(Tid::LATEST),
-                &w.st.scratch,
-                0,
-                rec.prev.load(Ordering::Relaxed),
-            );
+            let prev = rec.prev.load(Ordering::Relaxed);
+            let labels = (snap(e), shared.epochs.global());
+            let gc = &mut w.gc;
+            let chunked = w.pool.alloc_version(old.without(Tid::LATEST), &w.st.scratch, prev, labels, |c, (s, t)| {
+                gc.snap.push_back((s, t, Garbage::Chunk(c)))
+            });
+            let copy = chunked.unwrap_or_else(|| {
+                let c = w.pool.alloc(old.without(Tid::LATEST), &w.st.scratch, 0, prev);
+                w.gc.snap.push_back((labels.0, labels.1, Garbage::record(c)));
+                c
+            });
             // Release: a snapshot reader that sees the pointer (validated by
             // the TID word) sees the copy's contents.
             rec.prev.store(copy.as_ptr(), Ordering::Release);
-            w.gc.snap
-                .push_back((snap(e), shared.epochs.global(), Garbage::record(copy)));
         };
         match we.value {
             Some(v) => {

@@ -407,6 +407,10 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.shared.epochs.unregister(self.slot);
+        let gc = &mut self.core.gc;
+        self.core
+            .pool
+            .close_chunk(|c, (s, t)| gc.snap.push_back((s, t, Garbage::Chunk(c))));
         if self.core.gc.len() > 0 {
             let n = self.core.gc.len() as u64;
             self.shared.orphans.lock().absorb(&mut self.core.gc);
