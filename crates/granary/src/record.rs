@@ -59,22 +59,36 @@ impl Record {
     /// # Safety
     /// `p` is exclusively owned, 8-aligned, with room for `HEADER + cap`
     /// bytes; `cap` is a multiple of 8 and at least `value.len()`.
-    unsafe fn init_at(p: NonNull<Record>, cap: usize, tid: Tid, value: &[u8], prev: *mut Record) -> NonNull<Record> {
+    unsafe fn init_at(
+        p: NonNull<Record>,
+        cap: usize,
+        tid: Tid,
+        value: &[u8],
+        prev: *mut Record,
+    ) -> NonNull<Record> {
         // SAFETY: per the contract; every field and data word is initialised
         // before anyone can see the record.
         unsafe {
             p.as_ptr().write(Record {
                 tid: AtomicU64::new(tid.0),
                 prev: AtomicPtr::new(prev),
-                len: AtomicU32::new(0),
+                len: AtomicU32::new(value.len() as u32),
                 cap: cap as u32,
                 data: [],
             });
+            // Write each data word once: the value, then zeros.
             let words = std::ptr::addr_of_mut!((*p.as_ptr()).data) as *mut AtomicU64;
-            for i in 0..cap / 8 {
-                words.add(i).write(AtomicU64::new(0));
+            let mut i = 0;
+            for c in value.chunks(8) {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                words.add(i).write(AtomicU64::new(u64::from_ne_bytes(b)));
+                i += 1;
             }
-            p.as_ref().store_value(value);
+            while i < cap / 8 {
+                words.add(i).write(AtomicU64::new(0));
+                i += 1;
+            }
         }
         p
     }
@@ -333,7 +347,10 @@ impl Pool {
         if size > CHUNK_BYTES / 16 {
             return None;
         }
-        if self.chunk.is_some_and(|(_, used)| used + size > CHUNK_BYTES) {
+        if self
+            .chunk
+            .is_some_and(|(_, used)| used + size > CHUNK_BYTES)
+        {
             let (base, _) = self.chunk.take().expect("open chunk");
             retire(base, self.chunk_labels);
         }
@@ -401,7 +418,10 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        debug_assert!(self.chunk.is_none(), "open version chunk must be retired first");
+        debug_assert!(
+            self.chunk.is_none(),
+            "open version chunk must be retired first"
+        );
         for p in self.spare.drain(..) {
             // SAFETY: spare chunks hold no live copies.
             unsafe { free_chunk(p) };

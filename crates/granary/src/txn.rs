@@ -664,12 +664,19 @@ impl<'w> Transaction<'w> {
             let prev = rec.prev.load(Ordering::Relaxed);
             let labels = (snap(e), shared.epochs.global());
             let gc = &mut w.gc;
-            let chunked = w.pool.alloc_version(old.without(Tid::LATEST), &w.st.scratch, prev, labels, |c, (s, t)| {
-                gc.snap.push_back((s, t, Garbage::Chunk(c)))
-            });
+            let chunked = w.pool.alloc_version(
+                old.without(Tid::LATEST),
+                &w.st.scratch,
+                prev,
+                labels,
+                |c, (s, t)| gc.snap.push_back((s, t, Garbage::Chunk(c))),
+            );
             let copy = chunked.unwrap_or_else(|| {
-                let c = w.pool.alloc(old.without(Tid::LATEST), &w.st.scratch, 0, prev);
-                w.gc.snap.push_back((labels.0, labels.1, Garbage::record(c)));
+                let c = w
+                    .pool
+                    .alloc(old.without(Tid::LATEST), &w.st.scratch, 0, prev);
+                w.gc.snap
+                    .push_back((labels.0, labels.1, Garbage::record(c)));
                 c
             });
             // Release: a snapshot reader that sees the pointer (validated by
