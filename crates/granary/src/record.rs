@@ -167,16 +167,18 @@ impl Record {
     #[inline]
     pub fn load_value(&self, out: &mut Vec<u8>) {
         let len = (self.len.load(Ordering::Relaxed) as usize).min(self.cap as usize);
-        out.clear();
-        out.reserve(len);
+        // Size once, then fill word by word (no per-word capacity checks).
+        out.resize(len, 0);
         let words = self.words();
-        let full = len / 8;
-        for w in &words[..full] {
-            out.extend_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+        let mut chunks = out.chunks_exact_mut(8);
+        for (c, w) in (&mut chunks).zip(words) {
+            c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
-        if !len.is_multiple_of(8) {
-            let b = words[full].load(Ordering::Relaxed).to_ne_bytes();
-            out.extend_from_slice(&b[..len % 8]);
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let b = words[len / 8].load(Ordering::Relaxed).to_ne_bytes();
+            let n = rest.len();
+            rest.copy_from_slice(&b[..n]);
         }
     }
 

@@ -107,6 +107,8 @@ pub(crate) struct Core {
     pub epoch: u64,
     pub snap_epoch: u64,
     pub pool: crate::record::Pool,
+    /// The reclamation bounds at the last collection.
+    pub gc_seen: (u64, u64),
 }
 
 // SAFETY: the raw pointers a worker holds (transaction sets, garbage,
@@ -363,6 +365,12 @@ impl Worker {
             return;
         }
         let (tree_safe, snap_safe) = self.shared.epochs.safe();
+        // The bounds move once per epoch; between moves there is nothing
+        // new to reclaim.
+        if (tree_safe, snap_safe) == self.core.gc_seen {
+            return;
+        }
+        self.core.gc_seen = (tree_safe, snap_safe);
         // SAFETY: the bounds come from this database's epochs, where every
         // item was retired.
         unsafe {
