@@ -219,7 +219,11 @@ enum Found {
 
 /// A read/write transaction in progress; see [`Worker::run`]. Every
 /// operation returns [`TxError::Conflict`] once the attempt is doomed, and
-/// keeps returning it: a doomed transaction cannot commit.
+/// keeps returning it: a doomed transaction cannot commit. A transaction
+/// only exists inside its body's closure, so a finished one cannot be used
+/// at all (the borrow checker refuses it).
+///
+/// [`Worker::run`]: crate::Worker::run
 pub struct Transaction<'w> {
     shared: &'w Shared,
     c: &'w mut Core,
@@ -322,33 +326,7 @@ impl<'w> Transaction<'w> {
     /// A conflict, [`Error::KeyTooLarge`], [`Error::ValueTooLarge`],
     /// [`Error::UnknownTableId`].
     pub fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.enter(t, key)?;
-        check_value(value)?;
-        if let Some(i) = self.c.st.find_write(t, key) {
-            let v = self.c.st.push_bytes(value);
-            self.c.st.write_set[i].value = Some(v);
-            return Ok(());
-        }
-        loop {
-            match self.lookup(t, key) {
-                Found::Missing(..) => {
-                    if self.insert_placeholder(t, key, value)? {
-                        return Ok(());
-                    }
-                }
-                Found::Record(p) => {
-                    // SAFETY: reachable while pinned.
-                    let tid = unsafe { &*p }.stable_tid();
-                    if !tid.is_latest() {
-                        continue;
-                    }
-                    // A blind write: Phase 1 locks it and checks it is still
-                    // the latest version; no read validation is needed.
-                    self.push_write(t, p, WriteKind::Existing, key, Some(value));
-                    return Ok(());
-                }
-            }
-        }
+        self.write(t, key, value, false)
     }
 
     /// Insert `key → value`; fails with [`Error::KeyExists`] if the key is
@@ -357,10 +335,21 @@ impl<'w> Transaction<'w> {
     /// # Errors
     /// As for [`Transaction::put`], plus [`Error::KeyExists`].
     pub fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, value, true)
+    }
+
+    /// `put` (`must_be_new` false) or `insert` (true).
+    fn write(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        value: &[u8],
+        must_be_new: bool,
+    ) -> Result<(), TxError> {
         self.enter(t, key)?;
         check_value(value)?;
         if let Some(i) = self.c.st.find_write(t, key) {
-            if self.c.st.write_set[i].value.is_some() {
+            if must_be_new && self.c.st.write_set[i].value.is_some() {
                 return Err(Error::KeyExists.into());
             }
             let v = self.c.st.push_bytes(value);
@@ -380,11 +369,17 @@ impl<'w> Transaction<'w> {
                     if !tid.is_latest() {
                         continue;
                     }
-                    // The key's presence (or absence) is part of what we read.
-                    self.c.st.read_set.push(ReadEntry { rec: p, tid });
-                    if !tid.is_absent() {
-                        return Err(Error::KeyExists.into());
+                    if must_be_new {
+                        // The key's presence (or absence) is part of what we
+                        // read.
+                        self.c.st.read_set.push(ReadEntry { rec: p, tid });
+                        if !tid.is_absent() {
+                            return Err(Error::KeyExists.into());
+                        }
                     }
+                    // A put is a blind write: Phase 1 locks the record and
+                    // checks it is still the latest version; no read
+                    // validation is needed.
                     self.push_write(t, p, WriteKind::Existing, key, Some(value));
                     return Ok(());
                 }

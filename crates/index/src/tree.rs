@@ -670,34 +670,42 @@ impl Tree {
         right
     }
 
-    /// Swap the value of `key` from `expected` to `new`. The key set is
-    /// unchanged, so the leaf version is left as it was. Returns false if
-    /// the key is absent or holds another value.
-    pub fn replace<G: Guard>(&self, key: &[u8], expected: u64, new: u64, g: &mut G) -> bool {
-        let k = SearchKey::new(key);
+    /// Find `key` and lock its leaf. Returns the leaf (locked), the version
+    /// it had, its entry count and the key's position; `None` (nothing
+    /// locked) if the key is absent.
+    fn lock_entry<G: Guard>(&self, k: &SearchKey<'_>, g: &G) -> Option<(&Leaf, u64, usize, usize)> {
         loop {
-            let (leaf, v) = self.find_leaf(Target::At(k), g);
+            let (leaf, v) = self.find_leaf(Target::At(*k), g);
             // SAFETY: live leaf.
             let l = unsafe { &*leaf };
             let n = l.count.load(R).min(LEAF_WIDTH);
-            // SAFETY: pinned.
-            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
+            // SAFETY: pinned by the caller's guard.
+            let (pos, found) = unsafe { leaf_lower_bound(l, n, k) };
             if l.header.version.has_changed(v) {
                 continue;
             }
             if !found {
-                return false;
+                return None;
             }
-            if !l.header.version.try_lock(v) {
-                continue;
+            if l.header.version.try_lock(v) {
+                return Some((l, v, n, pos));
             }
-            let ok = l.values[pos].load(R) == expected;
-            if ok {
-                l.values[pos].store(new, R);
-            }
-            l.header.version.unlock_unchanged();
-            return ok;
         }
+    }
+
+    /// Swap the value of `key` from `expected` to `new`. The key set is
+    /// unchanged, so the leaf version is left as it was. Returns false if
+    /// the key is absent or holds another value.
+    pub fn replace<G: Guard>(&self, key: &[u8], expected: u64, new: u64, g: &mut G) -> bool {
+        let Some((l, _, _, pos)) = self.lock_entry(&SearchKey::new(key), g) else {
+            return false;
+        };
+        let ok = l.values[pos].load(R) == expected;
+        if ok {
+            l.values[pos].store(new, R);
+        }
+        l.header.version.unlock_unchanged();
+        ok
     }
 
     /// Remove `key`; returns its value and the leaf change.
@@ -716,48 +724,31 @@ impl Tree {
         expected: Option<u64>,
         g: &mut G,
     ) -> Option<(u64, NodeChange)> {
-        let k = SearchKey::new(key);
-        loop {
-            let (leaf, v) = self.find_leaf(Target::At(k), g);
-            // SAFETY: live leaf.
-            let l = unsafe { &*leaf };
-            let n = l.count.load(R).min(LEAF_WIDTH);
-            // SAFETY: pinned.
-            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
-            if l.header.version.has_changed(v) {
-                continue;
-            }
-            if !found {
-                return None;
-            }
-            if !l.header.version.try_lock(v) {
-                continue;
-            }
-            let value = l.values[pos].load(R);
-            if expected.is_some_and(|e| e != value) {
-                l.header.version.unlock_unchanged();
-                return None;
-            }
-            let info = l.infos[pos].load(R);
-            for i in pos + 1..n {
-                copy_entry(l, i, l, i - 1);
-            }
-            clear_entry(l, n - 1);
-            l.count.store(n - 1, R);
-            let nv = l.header.version.unlock();
-            if let Some(r) = Retired::new(info) {
-                g.retire(r);
-            }
-            return Some((
-                value,
-                NodeChange {
-                    leaf: LeafRef(NonNull::from(l)),
-                    old_version: v,
-                    new_version: nv,
-                    split: None,
-                },
-            ));
+        let (l, v, n, pos) = self.lock_entry(&SearchKey::new(key), g)?;
+        let value = l.values[pos].load(R);
+        if expected.is_some_and(|e| e != value) {
+            l.header.version.unlock_unchanged();
+            return None;
         }
+        let info = l.infos[pos].load(R);
+        for i in pos + 1..n {
+            copy_entry(l, i, l, i - 1);
+        }
+        clear_entry(l, n - 1);
+        l.count.store(n - 1, R);
+        let nv = l.header.version.unlock();
+        if let Some(r) = Retired::new(info) {
+            g.retire(r);
+        }
+        Some((
+            value,
+            NodeChange {
+                leaf: LeafRef(NonNull::from(l)),
+                old_version: v,
+                new_version: nv,
+                split: None,
+            },
+        ))
     }
 
     /// Visit the keys in `(lo, hi)` in order (descending if `reverse`).
