@@ -17,7 +17,7 @@ use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
 use crate::worker::{check_key, Core, ReadPin};
 
-/// A snapshot transaction in progress; see [`Worker::snapshot`].
+/// A snapshot transaction in progress; see [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct Snapshot<'w> {
     shared: &'w Shared,
     c: &'w mut Core,
