@@ -31,6 +31,12 @@ pub struct Options {
     pub epoch_interval: Duration,
     /// Keep old versions for snapshot transactions (Silo §4.9).
     pub snapshots: bool,
+    /// `Some(n)`: keep old versions only while snapshot transactions are in
+    /// use — from the first one's request until `n` epochs pass without
+    /// one; a snapshot transaction arriving while versions are off waits
+    /// (about two snapshot periods) until they cover its snapshot epoch.
+    /// `None`: always keep them, exactly as Silo does. See ARCHITECTURE.md.
+    pub snapshot_versions_idle_epochs: Option<u64>,
     /// The most workers that may exist at once.
     pub max_workers: usize,
     /// Take commit TIDs from one shared atomic counter (the paper's
@@ -45,6 +51,7 @@ impl Default for Options {
         Options {
             epoch_interval: Duration::from_millis(40),
             snapshots: true,
+            snapshot_versions_idle_epochs: Some(250),
             max_workers: 256,
             global_tid: false,
             max_retries: 100_000,
@@ -63,6 +70,10 @@ impl Options {
     }
     pub fn max_workers(mut self, n: usize) -> Self {
         self.max_workers = n;
+        self
+    }
+    pub fn snapshot_versions_idle_epochs(mut self, n: Option<u64>) -> Self {
+        self.snapshot_versions_idle_epochs = n;
         self
     }
     pub fn global_tid(mut self, on: bool) -> Self {
@@ -186,7 +197,7 @@ impl Database {
             ));
         }
         let shared = Arc::new(Shared {
-            epochs: Epochs::new(options.max_workers),
+            epochs: Epochs::new(options.max_workers, options.snapshot_versions_idle_epochs),
             tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
             names: Mutex::new(HashMap::new()),
             global_tid: CachePadded::new(AtomicU64::new(0)),
@@ -272,7 +283,8 @@ impl Database {
     }
 
     /// The current global snapshot epoch: snapshot transactions started now
-    /// see every transaction committed in an epoch ≤ this.
+    /// see every transaction committed in an earlier epoch (and none from
+    /// this epoch or later).
     pub fn snapshot_epoch(&self) -> u64 {
         self.shared.epochs.snapshot()
     }
@@ -282,9 +294,16 @@ impl Database {
     /// the present by design, §4.9).
     pub fn wait_for_snapshot(&self) {
         let target = self.epoch();
-        while self.snapshot_epoch() < target {
+        while self.snapshot_epoch() <= target {
             std::thread::sleep(self.shared.options.epoch_interval / 2);
         }
+    }
+
+    /// Advance the epoch as the epoch thread does (for deterministic tests
+    /// with a long `epoch_interval`).
+    #[doc(hidden)]
+    pub fn tick_epoch_for_tests(&self) {
+        self.shared.epochs.advance();
     }
 
     /// Ticks the epoch thread skipped because a worker lagged behind.

@@ -34,6 +34,8 @@ use crate::tid::{snap, SNAPSHOT_K};
 
 /// Local-epoch value of a worker between transactions.
 const INACTIVE: u64 = u64::MAX;
+/// "Never" for the version-copy window bounds.
+const NEVER: u64 = u64::MAX;
 
 #[derive(Debug)]
 pub(crate) struct Slot {
@@ -53,11 +55,31 @@ pub(crate) struct Epochs {
     slots: Box<[CachePadded<Slot>]>,
     /// Ticks skipped because a worker lagged (diagnostics).
     pub delayed_ticks: AtomicU64,
+    /// Old versions are copied by writes committing in epochs
+    /// `[copy_from, copy_until)` (see `copying`). Written only by the
+    /// advancer, before it publishes the epoch they refer to.
+    copy_from: CachePadded<AtomicU64>,
+    copy_until: AtomicU64,
+    /// The last epoch a snapshot transaction asked for versions in
+    /// (on-demand mode only).
+    demand: CachePadded<AtomicU64>,
+    /// `Some(idle_epochs)`: copy only while snapshots are in use, stopping
+    /// after that many epochs without a request. `None`: always copy.
+    on_demand: Option<u64>,
 }
 
 impl Epochs {
-    pub fn new(max_workers: usize) -> Epochs {
+    /// `on_demand`: see the field of the same name.
+    pub fn new(max_workers: usize, on_demand: Option<u64>) -> Epochs {
         Epochs {
+            copy_from: CachePadded::new(AtomicU64::new(if on_demand.is_some() {
+                NEVER
+            } else {
+                0
+            })),
+            copy_until: AtomicU64::new(NEVER),
+            demand: CachePadded::new(AtomicU64::new(0)),
+            on_demand,
             // Epoch 0 is reserved for insert placeholders (TID 0).
             global: CachePadded::new(AtomicU64::new(1)),
             snap_global: CachePadded::new(AtomicU64::new(0)),
@@ -155,6 +177,62 @@ impl Epochs {
         self.slots[slot].local.store(INACTIVE, Ordering::Release);
     }
 
+    /// Must a write committing in epoch `e` keep the old version it
+    /// overwrites when it crosses a snapshot boundary (§4.9)? Call after
+    /// reading `E` at the serialization point.
+    #[inline]
+    pub fn copying(&self, e: u64) -> bool {
+        // Acquire: pairs with the advancer's Release stores; it stores the
+        // window before the epoch it applies to, so we see at least that.
+        let from = self.copy_from.load(Ordering::Acquire);
+        from <= e && e < self.copy_until.load(Ordering::Acquire)
+    }
+
+    /// Can a snapshot transaction pinned at `(e, se)` read consistent
+    /// versions for its whole life? It reads versions of epochs `< se`;
+    /// every write that could supersede one commits in an epoch in
+    /// `[se, e + 1]` (E − e_w ≤ 1 bounds the rest of its life), so that
+    /// range must be in the copy window. If not, records the demand; the
+    /// caller unpins and retries.
+    pub fn snapshot_ready(&self, e: u64, se: u64) -> bool {
+        if self.on_demand.is_some() && self.demand.load(Ordering::Relaxed) < e {
+            self.demand.store(e, Ordering::Relaxed);
+        }
+        let from = self.copy_from.load(Ordering::Acquire);
+        from <= se && self.copy_until.load(Ordering::Acquire) > e + 1
+    }
+
+    /// Open or close the copy window at the tick that publishes epoch
+    /// `e + 1`. Every active worker is in epoch `e` or later here (the tick
+    /// is not delayed), which is what makes the transitions safe:
+    /// * closing sets `until = e + 2`: readers pinned at `e` or earlier keep
+    ///   every write of their lifetime (≤ e + 1) copied; later ones wait.
+    /// * reopening while still open (`until > e + 1`) just lifts `until`;
+    ///   reopening when fully closed starts at `from = e + 1` — no ready
+    ///   reader can still be active then.
+    fn steer_copies(&self, e: u64) {
+        let Some(idle) = self.on_demand else { return };
+        let demand = self.demand.load(Ordering::Relaxed);
+        let wanted = demand != 0 && demand + idle >= e;
+        let from = self.copy_from.load(Ordering::Relaxed);
+        let until = self.copy_until.load(Ordering::Relaxed);
+        let open = from != NEVER && until == NEVER;
+        if wanted && !open {
+            if from != NEVER && until > e + 1 {
+                self.copy_until.store(NEVER, Ordering::Release);
+            } else {
+                // Release: pairs with the Acquire loads in `copying` and
+                // `snapshot_ready`. `until` first, so a reader that sees the
+                // new `from` sees the open window.
+                self.copy_until.store(NEVER, Ordering::Release);
+                self.copy_from.store(e + 1, Ordering::Release);
+            }
+        } else if !wanted && open {
+            // Release: as above.
+            self.copy_until.store(e + 2, Ordering::Release);
+        }
+    }
+
     /// One tick of the epoch-advancing thread.
     pub fn advance(&self) {
         let e = self.global();
@@ -168,7 +246,9 @@ impl Epochs {
             self.delayed_ticks.fetch_add(1, Ordering::Relaxed);
             e
         } else {
-            // Release: pairs with the Acquire in `global`.
+            self.steer_copies(e);
+            // Release: pairs with the Acquire in `global` (and publishes the
+            // copy window set just before).
             self.global.store(e + 1, Ordering::Release);
             e + 1
         };
@@ -225,7 +305,7 @@ mod tests {
 
     #[test]
     fn lagging_worker_holds_epoch() {
-        let ep = Epochs::new(4);
+        let ep = Epochs::new(4, None);
         let a = ep.register().unwrap();
         let (e, _) = ep.pin(a);
         ep.advance();
@@ -241,8 +321,37 @@ mod tests {
     }
 
     #[test]
+    fn copy_window_opens_on_demand_and_closes_when_idle() {
+        let ep = Epochs::new(2, Some(5));
+        let a = ep.register().unwrap();
+        for _ in 0..30 {
+            ep.advance();
+        }
+        assert!(!ep.copying(ep.global()), "no demand: no copies");
+        // A snapshot asks; it is not ready until SE reaches the window.
+        let mut waited = 0;
+        loop {
+            let (e, se) = ep.pin(a);
+            if ep.snapshot_ready(e, se) {
+                assert!(ep.copying(e) && ep.copying(e + 1));
+                ep.unpin(a);
+                break;
+            }
+            ep.unpin(a);
+            ep.advance();
+            waited += 1;
+            assert!(waited < 200, "snapshot never became ready");
+        }
+        // No more demand: the window closes after the idle period.
+        for _ in 0..20 {
+            ep.advance();
+        }
+        assert!(!ep.copying(ep.global()));
+    }
+
+    #[test]
     fn snapshot_epoch_lags_by_k() {
-        let ep = Epochs::new(1);
+        let ep = Epochs::new(1, None);
         for _ in 0..60 {
             ep.advance();
         }
@@ -262,7 +371,7 @@ mod loom_tests {
     #[test]
     fn pin_vs_advance() {
         loom::model(|| {
-            let ep = Arc::new(Epochs::new(2));
+            let ep = Arc::new(Epochs::new(2, None));
             let slot = ep.register().unwrap();
             let adv = {
                 let ep = ep.clone();

@@ -35,6 +35,14 @@ pub(crate) struct Record {
 
 const HEADER: usize = std::mem::size_of::<Record>();
 const _: () = assert!(HEADER <= 32, "Silo §4.3: record header at most 32 bytes");
+// `init_streaming` writes the header as three words in this layout.
+const _: () = assert!(
+    HEADER == 24
+        && std::mem::offset_of!(Record, tid) == 0
+        && std::mem::offset_of!(Record, prev) == 8
+        && std::mem::offset_of!(Record, len) == 16
+        && std::mem::offset_of!(Record, cap) == 20
+);
 
 fn layout(cap: usize) -> Layout {
     Layout::from_size_align(HEADER + cap, 8).expect("record layout")
@@ -91,6 +99,57 @@ impl Record {
             }
         }
         p
+    }
+
+    /// As [`Record::init_at`], but with non-temporal stores on x86-64: an
+    /// old-version copy is written once and read only by the occasional
+    /// snapshot transaction, so it should neither pull its (long-cold)
+    /// lines into cache first nor evict hot data. Ends with `sfence`, so a
+    /// later Release store that publishes the record orders after it.
+    ///
+    /// # Safety
+    /// As for [`Record::init_at`].
+    unsafe fn init_streaming(
+        p: NonNull<Record>,
+        cap: usize,
+        tid: Tid,
+        value: &[u8],
+        prev: *mut Record,
+    ) -> NonNull<Record> {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        // SAFETY: exclusively owned, 8-aligned space of HEADER + cap bytes
+        // (caller's contract); the header layout is `repr(C)`: tid, prev,
+        // len (u32) and cap (u32) in one word, then the data words.
+        unsafe {
+            use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
+            let w = p.as_ptr() as *mut i64;
+            _mm_stream_si64(w, tid.0 as i64);
+            _mm_stream_si64(w.add(1), prev as i64);
+            let len_cap = if cfg!(target_endian = "little") {
+                (value.len() as u64) | ((cap as u64) << 32)
+            } else {
+                ((value.len() as u64) << 32) | cap as u64
+            };
+            _mm_stream_si64(w.add(2), len_cap as i64);
+            let mut i = 3;
+            for c in value.chunks(8) {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                _mm_stream_si64(w.add(i), i64::from_ne_bytes(b));
+                i += 1;
+            }
+            while i < 3 + cap / 8 {
+                _mm_stream_si64(w.add(i), 0);
+                i += 1;
+            }
+            _mm_sfence();
+            p
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+        // SAFETY: forwarded contract.
+        unsafe {
+            Record::init_at(p, cap, tid, value, prev)
+        }
     }
 
     /// Free a record.
@@ -261,7 +320,7 @@ impl Record {
 /// Size of the chunks old-version copies are bump-allocated from.
 const CHUNK_BYTES: usize = 1 << 20;
 /// Freed chunks kept for reuse per worker.
-const SPARE_CHUNKS: usize = 4;
+const SPARE_CHUNKS: usize = 16;
 
 fn chunk_layout() -> Layout {
     Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout")
@@ -373,7 +432,7 @@ impl Pool {
         // hands out; 8-aligned since every size is a multiple of 8.
         let p = unsafe { NonNull::new_unchecked(base.as_ptr().add(used) as *mut Record) };
         // SAFETY: exclusively owned fresh space.
-        Some(unsafe { Record::init_at(p, cap, tid, value, prev) })
+        Some(unsafe { Record::init_streaming(p, cap, tid, value, prev) })
     }
 
     /// Close the open chunk (the worker is going away): hand it to
@@ -440,6 +499,31 @@ impl Drop for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streaming_copy_reads_back() {
+        let mut pool = Pool::default();
+        for n in [0usize, 5, 8, 100, 300] {
+            let v: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+            let mut retired = 0;
+            let r = pool
+                .alloc_version(Tid::new(3, 9), &v, std::ptr::null_mut(), (0, 0), |_, _| {
+                    retired += 1
+                })
+                .expect("fits a chunk");
+            // SAFETY: freshly built, owned by the pool's chunk.
+            let rec = unsafe { r.as_ref() };
+            let mut out = Vec::new();
+            assert_eq!(rec.read(&mut out), Tid::new(3, 9));
+            assert_eq!(out, v);
+            assert_eq!(rec.capacity(), n.div_ceil(8) * 8);
+            assert!(rec.prev.load(Ordering::Relaxed).is_null());
+        }
+        pool.close_chunk(|c, _| {
+            // SAFETY: nothing reaches the test's copies any more.
+            unsafe { free_chunk(c) }
+        });
+    }
 
     #[test]
     fn store_and_load_any_length() {

@@ -1,9 +1,17 @@
 //! Snapshot transactions (Silo §4.9): read-only, as of the worker's
 //! snapshot epoch `se_w`, never validated, never aborted.
 //!
-//! For each record the reader wants the newest version with epoch ≤ `se_w`:
-//! the record itself if its TID is old enough (read under the usual
-//! TID-word check), else the first such version down its `prev` chain.
+//! A snapshot at `se` (a multiple of k) shows exactly the transactions of
+//! epochs `< se` — the state at the boundary where epoch `se` began. (The
+//! paper writes "epoch ≤ se_w", but with that reading its own overwrite
+//! rule — copy only when `snap(old) ≠ snap(new)` — loses a version written
+//! in epoch `se` itself and overwritten later in the same period; with the
+//! strict reading the rule is exact: a version from epoch `o` is visible to
+//! some snapshot that a write in epoch `w` hides it from iff
+//! `o < snap(w)`.) For each record the reader wants the newest version
+//! with epoch `< se`: the record itself if its TID is old enough (read
+//! under the usual TID-word check), else the first such version down its
+//! `prev` chain.
 //! Older versions are immutable and freed only after every worker's
 //! snapshot epoch has passed the epoch that superseded them.
 
@@ -28,7 +36,8 @@ impl<'w> Snapshot<'w> {
         Snapshot { shared, c }
     }
 
-    /// The snapshot epoch this transaction reads at.
+    /// The snapshot epoch this transaction reads at: it sees every
+    /// transaction of an earlier epoch, and none of a later one.
     pub fn snapshot_epoch(&self) -> u64 {
         self.c.snap_epoch
     }
@@ -107,7 +116,7 @@ impl<'w> Snapshot<'w> {
 unsafe fn read_as_of(rec: &Record, se: u64, out: &mut Vec<u8>) -> bool {
     loop {
         let t = rec.stable_tid();
-        if t.epoch() <= se {
+        if t.epoch() < se {
             let t2 = rec.read(out);
             if t2 != t {
                 continue;
@@ -125,7 +134,7 @@ unsafe fn read_as_of(rec: &Record, se: u64, out: &mut Vec<u8>) -> bool {
             // are freed only after `snap_safe` passes `se` (gc module).
             let v = unsafe { &*p };
             let vt = Tid(v.tid.load(Ordering::Acquire));
-            if vt.epoch() <= se {
+            if vt.epoch() < se {
                 if vt.is_absent() {
                     return false;
                 }

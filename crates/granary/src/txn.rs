@@ -651,7 +651,8 @@ impl<'w> Transaction<'w> {
         let old = we.locked.without(Tid::LOCK);
         let crosses = shared.options.snapshots
             && snap(old.epoch()) != snap(e)
-            && !(old.is_absent() && rec.prev.load(Ordering::Relaxed).is_null());
+            && !(old.is_absent() && rec.prev.load(Ordering::Relaxed).is_null())
+            && shared.epochs.copying(e);
         let keep_old = |w: &mut Core, rec: &Record| {
             // Copy the old version into new memory linked from the record,
             // so the tree keeps pointing at the same record (§4.9).

@@ -251,7 +251,20 @@ impl Worker {
                 "snapshots are disabled for this database".into(),
             ));
         }
-        self.begin();
+        loop {
+            self.begin();
+            if self
+                .shared
+                .epochs
+                .snapshot_ready(self.core.epoch, self.core.snap_epoch)
+            {
+                break;
+            }
+            // Old versions were not being kept back to our snapshot epoch
+            // (on-demand mode, after a quiet period): wait for them.
+            self.end();
+            std::thread::sleep(self.shared.options.epoch_interval);
+        }
         let r = body(&mut Snapshot::new(&self.shared, &mut self.core));
         self.end();
         if r.is_ok() {
