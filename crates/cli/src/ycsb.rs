@@ -60,6 +60,11 @@ pub struct YcsbArgs {
     /// Turn off snapshot versions (Silo §4.9): no old-version copies.
     #[arg(long)]
     pub no_snapshots: bool,
+    /// Keep old versions on every snapshot-crossing write even when no
+    /// snapshot transaction runs (Silo's own behaviour; granary's default
+    /// keeps them only while snapshots are in use).
+    #[arg(long)]
+    pub always_versions: bool,
     /// Epoch interval in milliseconds.
     #[arg(long, default_value_t = 40)]
     pub epoch_ms: u64,
@@ -138,7 +143,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     }
     let seed = args.seed.unwrap_or_else(fresh_seed);
     eprintln!(
-        "ycsb: engines={:?} threads={} keys={} value={}B read={}% global_tid={} snapshots={} runs={} seed={seed}",
+        "ycsb: engines={:?} threads={} keys={} value={}B read={}% global_tid={} snapshots={} always_versions={} runs={} seed={seed}",
         args.engine,
         args.threads,
         args.keys,
@@ -146,12 +151,18 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         args.read_pct,
         args.global_tid,
         !args.no_snapshots,
+        args.always_versions,
         args.runs
     );
     let opts = Options::default()
         .epoch_interval(Duration::from_millis(args.epoch_ms.max(1)))
         .global_tid(args.global_tid)
         .snapshots(!args.no_snapshots)
+        .snapshot_versions_idle_epochs(if args.always_versions {
+            None
+        } else {
+            Some(250)
+        })
         .max_workers(args.threads + 8);
     let db = Database::new(opts).map_err(|e| e.to_string())?;
     let table = db.create_table("usertable").map_err(|e| e.to_string())?;
