@@ -24,9 +24,6 @@
 //! epoch. (Fences rather than SeqCst accesses, because loom models fences
 //! exactly.)
 
-use std::sync::Weak;
-use std::time::Duration;
-
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
@@ -279,6 +276,7 @@ impl Epochs {
 }
 
 /// Something the epoch thread ticks; it stops when the owner is dropped.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) trait Tick: Send + Sync + 'static {
     fn tick(&self);
 }
@@ -286,7 +284,10 @@ pub(crate) trait Tick: Send + Sync + 'static {
 /// Start the epoch-advancing thread. It holds only a weak reference, and
 /// exits at its next wake-up after the database is dropped.
 #[cfg(not(loom))]
-pub(crate) fn spawn_advancer<T: Tick>(owner: Weak<T>, interval: Duration) -> std::io::Result<()> {
+pub(crate) fn spawn_advancer<T: Tick>(
+    owner: std::sync::Weak<T>,
+    interval: std::time::Duration,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("granary-epoch".into())
         .spawn(move || loop {
