@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 /// granary: a multicore in-memory serializable transaction engine (Silo),
 /// with the papers' workloads and benchmarks.
 #[derive(Parser, Debug)]
-#[command(name = "granary", version, about, long_about = None)]
+#[command(name = "granary", version)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
