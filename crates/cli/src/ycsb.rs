@@ -6,7 +6,7 @@
 //! transactions (the paper's Key-Value); `--global-tid` takes commit TIDs
 //! from one shared counter (MemSilo+GlobalTID).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -116,10 +116,6 @@ struct Counters {
     commits: AtomicU64,
     aborts: [AtomicU64; AbortReason::ALL.len()],
 }
-
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
 
 pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     if args.threads == 0
@@ -250,16 +246,16 @@ fn measure(
     engine: Engine,
     seed: u64,
 ) -> Result<Measurement, String> {
-    let phase = AtomicU8::new(WARMUP);
+    let stop = AtomicBool::new(false);
     let counters: Vec<CachePadded<Counters>> =
         (0..args.threads).map(|_| CachePadded::default()).collect();
     let barrier = Barrier::new(args.threads + 1);
     let failed = AtomicBool::new(false);
     let (elapsed, start_counts, end_counts) = std::thread::scope(|s| {
         for (i, c) in counters.iter().enumerate() {
-            let (phase, barrier, failed) = (&phase, &barrier, &failed);
+            let (stop, barrier, failed) = (&stop, &barrier, &failed);
             s.spawn(move || {
-                let r = worker(db, table, args, engine, seed, i as u64, c, phase, barrier);
+                let r = worker(db, table, args, engine, seed, i as u64, c, stop, barrier);
                 if let Err(e) = r {
                     eprintln!("ycsb: worker {i} failed: {e}");
                     failed.store(true, Ordering::Relaxed);
@@ -270,7 +266,6 @@ fn measure(
         std::thread::sleep(Duration::from_secs_f64(args.warmup));
         let t0 = Instant::now();
         let c0 = snapshot(&counters);
-        phase.store(MEASURE, Ordering::Relaxed);
         let pb = progress(args.seconds.ceil() as u64, "measuring");
         let end = t0 + Duration::from_secs_f64(args.seconds);
         while Instant::now() < end {
@@ -279,7 +274,7 @@ fn measure(
         }
         let c1 = snapshot(&counters);
         let elapsed = t0.elapsed().as_secs_f64();
-        phase.store(STOP, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
         pb.finish_and_clear();
         (elapsed, c0, c1)
     });
@@ -372,7 +367,7 @@ fn worker(
     seed: u64,
     id: u64,
     c: &Counters,
-    phase: &AtomicU8,
+    stop: &AtomicBool,
     barrier: &Barrier,
 ) -> Result<(), String> {
     let mut w = db.worker().map_err(|e| e.to_string())?;
@@ -380,11 +375,13 @@ fn worker(
     let mut buf = Vec::with_capacity(args.value_bytes);
     let mut val = vec![0u8; args.value_bytes];
     let (mut commits, mut aborts) = (0u64, [0u64; AbortReason::ALL.len()]);
+    let mut iterations = 0u64;
     barrier.wait();
     loop {
-        // Check the phase every 64 transactions: one shared load, rarely
+        // Check for the end every 64 attempts: one shared load, rarely
         // written, stays in cache.
-        if commits % 64 == 0 && phase.load(Ordering::Relaxed) == STOP {
+        iterations += 1;
+        if iterations % 64 == 0 && stop.load(Ordering::Relaxed) {
             return Ok(());
         }
         let k = key(rng.below(args.keys));
