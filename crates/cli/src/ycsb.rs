@@ -381,7 +381,7 @@ fn worker(
         // Check for the end every 64 attempts: one shared load, rarely
         // written, stays in cache.
         iterations += 1;
-        if iterations % 64 == 0 && stop.load(Ordering::Relaxed) {
+        if iterations.is_multiple_of(64) && stop.load(Ordering::Relaxed) {
             return Ok(());
         }
         let k = key(rng.below(args.keys));
