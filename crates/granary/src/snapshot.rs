@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
-use crate::worker::{check_key, Core, ReadPin};
+use crate::worker::{check_bounds, check_key, Core, ReadPin};
 
 /// A snapshot transaction in progress; see [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct Snapshot<'w> {
@@ -75,11 +75,7 @@ impl<'w> Snapshot<'w> {
         reverse: bool,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        for b in [lo, hi] {
-            if let Bound::Included(k) | Bound::Excluded(k) = b {
-                check_key(k)?;
-            }
-        }
+        check_bounds(lo, hi)?;
         if limit == 0 {
             return Ok(());
         }

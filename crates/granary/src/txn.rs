@@ -25,7 +25,7 @@ use crate::gc::{Cleanup, Garbage};
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
-use crate::worker::{check_key, check_value, Core, ReadPin, RetirePin};
+use crate::worker::{check_bounds, check_key, check_value, Core, ReadPin, RetirePin};
 
 /// An owned `(key, value)` pair, as returned by `scan_collect`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -435,11 +435,7 @@ impl<'w> Transaction<'w> {
         reverse: bool,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), TxError> {
-        for b in [lo, hi] {
-            if let Bound::Included(k) | Bound::Excluded(k) = b {
-                self.enter(t, k)?;
-            }
-        }
+        check_bounds(lo, hi)?;
         self.enter(t, b"")?;
         if limit == 0 {
             return Ok(());

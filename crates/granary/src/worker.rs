@@ -451,6 +451,19 @@ pub(crate) fn check_key(key: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Check the keys of a scan's bounds.
+pub(crate) fn check_bounds(
+    lo: std::ops::Bound<&[u8]>,
+    hi: std::ops::Bound<&[u8]>,
+) -> Result<(), Error> {
+    for b in [lo, hi] {
+        if let std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) = b {
+            check_key(k)?;
+        }
+    }
+    Ok(())
+}
+
 #[inline]
 pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
     if v.len() > MAX_VALUE_BYTES {
