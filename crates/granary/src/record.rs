@@ -46,6 +46,17 @@ const _: () = assert!(
         && std::mem::offset_of!(Record, cap) == 20
 );
 
+/// A value as the data words that store it: native-endian, the last one
+/// zero padded.
+#[inline]
+fn value_words(value: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    value.chunks(8).map(|c| {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        u64::from_ne_bytes(b)
+    })
+}
+
 fn layout(cap: usize) -> Layout {
     Layout::from_size_align(HEADER + cap, 8).expect("record layout")
 }
@@ -89,10 +100,8 @@ impl Record {
             // Write each data word once: the value, then zeros.
             let words = std::ptr::addr_of_mut!((*p.as_ptr()).data) as *mut AtomicU64;
             let mut i = 0;
-            for c in value.chunks(8) {
-                let mut b = [0u8; 8];
-                b[..c.len()].copy_from_slice(c);
-                words.add(i).write(AtomicU64::new(u64::from_ne_bytes(b)));
+            for x in value_words(value) {
+                words.add(i).write(AtomicU64::new(x));
                 i += 1;
             }
             while i < cap / 8 {
@@ -134,10 +143,8 @@ impl Record {
             };
             _mm_stream_si64(w.add(2), len_cap as i64);
             let mut i = 3;
-            for c in value.chunks(8) {
-                let mut b = [0u8; 8];
-                b[..c.len()].copy_from_slice(c);
-                _mm_stream_si64(w.add(i), i64::from_ne_bytes(b));
+            for x in value_words(value) {
+                _mm_stream_si64(w.add(i), x as i64);
                 i += 1;
             }
             while i < 3 + cap / 8 {
@@ -206,19 +213,8 @@ impl Record {
     #[inline]
     pub fn store_value(&self, value: &[u8]) {
         debug_assert!(value.len() <= self.cap as usize);
-        let words = self.words();
-        let mut chunks = value.chunks_exact(8);
-        for (w, c) in words.iter().zip(&mut chunks) {
-            w.store(
-                u64::from_ne_bytes(c.try_into().expect("8 bytes")),
-                Ordering::Relaxed,
-            );
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            words[value.len() / 8].store(u64::from_ne_bytes(b), Ordering::Relaxed);
+        for (w, x) in self.words().iter().zip(value_words(value)) {
+            w.store(x, Ordering::Relaxed);
         }
         self.len.store(value.len() as u32, Ordering::Relaxed);
     }
