@@ -15,7 +15,7 @@ use granary_index::{LeakGuard, Tree};
 use serde::Serialize;
 
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
-use crate::rng::Rng;
+use granary_workloads::rng::Rng;
 
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct IndexArgs {

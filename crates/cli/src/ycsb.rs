@@ -16,7 +16,7 @@ use granary::{AbortReason, Database, Options, TableId, TxError};
 use serde::Serialize;
 
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
-use crate::rng::Rng;
+use granary_workloads::rng::Rng;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -44,6 +44,11 @@ pub struct Options {
     pub global_tid: bool,
     /// How many conflicting attempts `Worker::run` makes before giving up.
     pub max_retries: u32,
+    /// A deliberately broken Silo for testing the checker: commit skips
+    /// read-set validation (Fig. 2, Phase 2), so it is NOT serializable.
+    /// Only exists with the test-only `mutant` feature.
+    #[cfg(feature = "mutant")]
+    pub mutant_skip_read_validation: bool,
 }
 
 impl Default for Options {
@@ -55,6 +60,8 @@ impl Default for Options {
             max_workers: 256,
             global_tid: false,
             max_retries: 100_000,
+            #[cfg(feature = "mutant")]
+            mutant_skip_read_validation: false,
         }
     }
 }
@@ -82,6 +89,12 @@ impl Options {
     }
     pub fn max_retries(mut self, n: u32) -> Self {
         self.max_retries = n;
+        self
+    }
+    /// See [`Options::mutant_skip_read_validation`]. Test-only.
+    #[cfg(feature = "mutant")]
+    pub fn mutant_skip_read_validation(mut self, on: bool) -> Self {
+        self.mutant_skip_read_validation = on;
         self
     }
 }

@@ -55,6 +55,8 @@ impl fmt::Display for AbortReason {
     }
 }
 
+impl std::error::Error for AbortReason {}
+
 /// Errors granary reports. Nothing here is retried automatically.
 #[derive(Debug)]
 #[non_exhaustive]

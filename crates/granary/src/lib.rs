@@ -46,6 +46,7 @@ mod secondary;
 mod snapshot;
 mod sync;
 mod tid;
+mod tx;
 mod txn;
 mod worker;
 
@@ -54,5 +55,6 @@ pub use error::{AbortReason, Error, TxError};
 pub use secondary::SecondaryIndex;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
+pub use tx::{Engine, ReadOnly, Session, Tx, TxRunner};
 pub use txn::{KeyValue, Transaction};
 pub use worker::{Stats, Worker};

@@ -566,9 +566,20 @@ impl<'w> Transaction<'w> {
         }
     }
 
+    /// Whether the transaction has writes to install at commit.
+    pub(crate) fn writes_anything(&self) -> bool {
+        !self.c.st.write_set.is_empty()
+    }
+
+    /// The worker's last commit TID (this transaction's, right after it
+    /// committed writes).
+    pub(crate) fn last_tid(&self) -> Tid {
+        self.c.last_tid
+    }
+
     /// Check, without locks, that everything read is still as it was.
     pub(crate) fn reads_still_valid(&self) -> bool {
-        self.doomed.is_none() && validate(&self.c.st, false).is_ok()
+        self.doomed.is_none() && validate(&self.c.st, false, true).is_ok()
     }
 
     /// Fig. 2. On failure everything is rolled back.
@@ -579,7 +590,8 @@ impl<'w> Transaction<'w> {
         }
         if self.c.st.write_set.is_empty() {
             // Read-only: Phase 2 only; no TID, nothing to install.
-            return validate(&self.c.st, false).inspect_err(|_| self.abort());
+            return validate(&self.c.st, false, validates_reads(self.shared))
+                .inspect_err(|_| self.abort());
         }
         // Phase 1: lock the write-set in a global (address) order.
         let st = &mut self.c.st;
@@ -607,7 +619,7 @@ impl<'w> Transaction<'w> {
         fence(Ordering::SeqCst);
         let e = self.shared.epochs.global(); // the serialization point
                                              // Phase 2.
-        if let Err(r) = validate(st, true) {
+        if let Err(r) = validate(st, true, validates_reads(self.shared)) {
             unlock_first(st, st.order.len());
             self.abort();
             return Err(r);
@@ -787,10 +799,21 @@ fn unlock_first(st: &mut TxState, k: usize) {
     }
 }
 
+/// False only in the test-only mutant engine
+/// (`Options::mutant_skip_read_validation`).
+#[inline]
+fn validates_reads(_shared: &Shared) -> bool {
+    #[cfg(feature = "mutant")]
+    return !_shared.options.mutant_skip_read_validation;
+    #[cfg(not(feature = "mutant"))]
+    true
+}
+
 /// Phase 2: the read-set and node-set are as the body saw them. With
 /// `locked`, the write-set is locked by us and sorted in `st.order`.
-fn validate(st: &TxState, locked: bool) -> Result<(), AbortReason> {
-    for r in &st.read_set {
+/// `reads` false skips the read-set: only the test-only mutant does that.
+fn validate(st: &TxState, locked: bool, reads: bool) -> Result<(), AbortReason> {
+    for r in st.read_set.iter().filter(|_| reads) {
         // SAFETY: reachable while pinned.
         let cur = Tid(unsafe { &*r.rec }.tid.load(Ordering::Acquire));
         if cur.without(Tid::LOCK) != r.tid || !cur.is_latest() {

@@ -13,6 +13,7 @@ use crate::record::Record;
 use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
+use crate::tx::{Session, SessionEnd};
 use crate::txn::{Transaction, TxState};
 
 /// Guard for tree operations that never retire memory (lookups, scans,
@@ -206,7 +207,7 @@ impl Worker {
         &mut self,
         body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
-        self.begin();
+        self.pin();
         let mut tx = Transaction::new(&self.shared, &mut self.core);
         let out = match body(&mut tx) {
             Ok(v) => tx.commit().map(|()| v),
@@ -219,19 +220,48 @@ impl Worker {
                 let consistent = tx.reads_still_valid();
                 tx.abort();
                 if consistent {
-                    self.end();
+                    self.unpin();
                     self.stats.failures += 1;
                     return Err(e);
                 }
                 Err(AbortReason::ReadValidation)
             }
         };
-        self.end();
+        self.unpin();
         match &out {
             Ok(_) => self.stats.commits += 1,
             Err(r) => self.stats.aborts[r.index()] += 1,
         }
         Ok(out)
+    }
+
+    /// Begin an interactive transaction that stays open until
+    /// [`Session::commit`] or drop; see [`Session`]. No retries: a conflict
+    /// surfaces as an error from an operation or from `commit`.
+    pub fn begin(&mut self) -> Session<'_> {
+        self.pin();
+        let Worker {
+            shared,
+            slot,
+            core,
+            stats,
+            ..
+        } = self;
+        Session {
+            tx: Transaction::new(shared, core),
+            end: SessionEnd {
+                epochs: &shared.epochs,
+                slot: *slot,
+                stats,
+                open: true,
+            },
+        }
+    }
+
+    /// The TID of this worker's last committed transaction that wrote
+    /// something (read-only commits take no TID, Silo §4.2).
+    pub fn last_commit_tid(&self) -> Tid {
+        self.core.last_tid
     }
 
     /// Run a read-only snapshot transaction (Silo §4.9). It reads the
@@ -252,7 +282,7 @@ impl Worker {
             ));
         }
         loop {
-            self.begin();
+            self.pin();
             if self
                 .shared
                 .epochs
@@ -262,11 +292,11 @@ impl Worker {
             }
             // Old versions were not being kept back to our snapshot epoch
             // (on-demand mode, after a quiet period): wait for them.
-            self.end();
+            self.unpin();
             std::thread::sleep(self.shared.options.epoch_interval);
         }
         let r = body(&mut Snapshot::new(&self.shared, &mut self.core));
-        self.end();
+        self.unpin();
         if r.is_ok() {
             self.stats.commits += 1;
         } else {
@@ -283,7 +313,7 @@ impl Worker {
     /// [`Error::UnknownTableId`], [`Error::KeyTooLarge`].
     pub fn kv_get(&mut self, t: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool, Error> {
         check_key(key)?;
-        self.begin();
+        self.pin();
         let found = (|| {
             let tree = &self.shared.table(t)?.tree;
             // SAFETY: pinned by `begin`.
@@ -300,7 +330,7 @@ impl Worker {
                 }
             }
         })();
-        self.end();
+        self.unpin();
         found
     }
 
@@ -312,9 +342,9 @@ impl Worker {
     pub fn kv_put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), Error> {
         check_key(key)?;
         check_value(value)?;
-        self.begin();
+        self.pin();
         let r = self.kv_put_pinned(t, key, value);
-        self.end();
+        self.unpin();
         r
     }
 
@@ -365,7 +395,7 @@ impl Worker {
 
     /// Pin the worker's epochs and reclaim what is due (Silo §4.8: workers
     /// collect garbage between requests).
-    pub(crate) fn begin(&mut self) {
+    pub(crate) fn pin(&mut self) {
         let (e, se) = self.shared.epochs.pin(self.slot);
         self.core.epoch = e;
         self.core.snap_epoch = se;
@@ -394,7 +424,7 @@ impl Worker {
         self.run_cleanups(tree_safe, snap_safe);
     }
 
-    pub(crate) fn end(&mut self) {
+    pub(crate) fn unpin(&mut self) {
         self.shared.epochs.unpin(self.slot);
     }
 

@@ -1,0 +1,234 @@
+//! `granary bench <workload>` for workloads run by the shared driver
+//! (`granary_workloads::driver`): common flags, the printed report and the
+//! JSON.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use granary::{Database, Options};
+use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
+use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig};
+use serde::Serialize;
+
+use crate::report::{fresh_seed, machine, progress, write_json, Machine};
+
+/// Flags every driver benchmark takes.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct CommonArgs {
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Measured seconds (after warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Warm-up seconds, run but not counted.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Random seed (printed; random if not given).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Epoch interval in milliseconds (Silo: 40).
+    #[arg(long, default_value_t = 40)]
+    pub epoch_ms: u64,
+    /// Time one transaction in this many (1 = every one).
+    #[arg(long, default_value_t = 1)]
+    pub latency_every: u32,
+    /// Write every figure, the configuration and the machine as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum MixArg {
+    /// 45% new-order, 43% payment, 4% order-status, 4% delivery, 4%
+    /// stock-level.
+    Standard,
+    /// New-order only (Silo Fig. 8).
+    NewOrder,
+    /// 50% new-order, 50% stock-level (Silo Fig. 10).
+    NewOrderStockLevel,
+}
+
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct TpccArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Warehouses (default: one per thread).
+    #[arg(long)]
+    pub warehouses: Option<u32>,
+    /// Transaction mix.
+    #[arg(long, value_enum, default_value = "standard")]
+    pub mix: MixArg,
+    /// Percent of new-order items supplied by a remote warehouse.
+    #[arg(long, default_value_t = 1.0)]
+    pub remote_item_pct: f64,
+    /// Percent of payments by a customer of a remote warehouse.
+    #[arg(long, default_value_t = 15)]
+    pub remote_payment_pct: u32,
+    /// Take order ids from per-district counters outside the transaction
+    /// (Silo's FastIds).
+    #[arg(long)]
+    pub fast_ids: bool,
+    /// Run stock-level as a read-only snapshot transaction.
+    #[arg(long)]
+    pub snapshot_stock_level: bool,
+    /// Do not bind threads to home warehouses; pick one per transaction.
+    #[arg(long)]
+    pub no_bind: bool,
+}
+
+/// The JSON result: top-level `throughput_txn_per_s` / `aborts_per_s` are
+/// a contract scripts rely on.
+#[derive(Serialize)]
+struct Output<'a, C: Serialize> {
+    benchmark: &'static str,
+    throughput_txn_per_s: f64,
+    aborts_per_s: f64,
+    protocol: &'static str,
+    seed: u64,
+    load_s: f64,
+    result: &'a RunReport,
+    config: &'a C,
+    machine: Machine,
+}
+
+fn opts(c: &CommonArgs) -> Options {
+    Options::default()
+        .epoch_interval(Duration::from_millis(c.epoch_ms.max(1)))
+        .max_workers(c.threads + 16)
+}
+
+fn check_common(c: &CommonArgs) -> Result<(), String> {
+    let positive =
+        c.seconds.is_finite() && c.seconds > 0.0 && c.warmup.is_finite() && c.warmup >= 0.0;
+    if c.threads == 0 || !positive || c.latency_every == 0 {
+        return Err("need --threads ≥ 1, --seconds > 0, --warmup ≥ 0, --latency-every ≥ 1".into());
+    }
+    Ok(())
+}
+
+/// Load and run `w` on a fresh Silo database; print and write the report.
+fn drive<W: Workload, C: Serialize>(
+    name: &'static str,
+    mut w: W,
+    c: &CommonArgs,
+    config: &C,
+) -> Result<RunReport, String> {
+    check_common(c)?;
+    let seed = c.seed.unwrap_or_else(fresh_seed);
+    eprintln!(
+        "{name}: threads={} seconds={} seed={seed}",
+        c.threads, c.seconds
+    );
+    let db = Database::new(opts(c)).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let pb = progress(1, "loading");
+    w.load(&db, &|done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })
+    .map_err(|e| format!("load failed: {e}"))?;
+    pb.finish_and_clear();
+    let load_s = t0.elapsed().as_secs_f64();
+    eprintln!("{name}: loaded in {load_s:.2} s");
+    let cfg = DriverConfig {
+        threads: c.threads,
+        warmup: Duration::from_secs_f64(c.warmup),
+        duration: Duration::from_secs_f64(c.seconds),
+        seed,
+        latency_every: c.latency_every,
+    };
+    let pb = progress((c.warmup + c.seconds).ceil() as u64, "running");
+    let r = driver::run(&w, &db, &cfg, &|el, _| pb.set_position(el as u64))
+        .map_err(|e| format!("run failed: {e}"))?;
+    pb.finish_and_clear();
+    print_report(name, c.threads, &r);
+    if let Some(p) = &c.json {
+        write_json(
+            p,
+            &Output {
+                benchmark: name,
+                throughput_txn_per_s: r.throughput_txn_per_s,
+                aborts_per_s: r.aborts_per_s,
+                protocol: "silo",
+                seed,
+                load_s,
+                result: &r,
+                config,
+                machine: machine(),
+            },
+        )?;
+    }
+    if !r.invariant_violations.is_empty() {
+        return Err(format!(
+            "{} invariant violations after the run",
+            r.invariant_violations.len()
+        ));
+    }
+    Ok(r)
+}
+
+fn print_report(name: &str, threads: usize, r: &RunReport) {
+    println!(
+        "{name} threads={threads}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s over {:.1} s",
+        r.throughput_txn_per_s,
+        r.throughput_txn_per_s / threads as f64,
+        r.aborts_per_s,
+        r.elapsed_s
+    );
+    println!(
+        "  {:<14} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}  aborts by reason",
+        "type", "commits", "rollback", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
+    for t in &r.types {
+        let reasons: Vec<String> = t
+            .aborts
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        println!(
+            "  {:<14} {:>10} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {}",
+            t.name,
+            t.commits,
+            t.user_aborts,
+            t.latency_us.p50,
+            t.latency_us.p90,
+            t.latency_us.p99,
+            t.latency_us.p999,
+            t.latency_us.max,
+            reasons.join(" ")
+        );
+    }
+    println!("  per second: {:?}", r.per_second);
+    println!(
+        "  memory: rss {:.1} MiB, peak {:.1} MiB",
+        r.rss_bytes as f64 / 1048576.0,
+        r.peak_rss_bytes as f64 / 1048576.0
+    );
+    if r.invariant_violations.is_empty() {
+        println!("  invariants: all hold");
+    } else {
+        for v in r.invariant_violations.iter().take(20) {
+            println!("  INVARIANT VIOLATED: {v}");
+        }
+    }
+}
+
+pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
+    let mut cfg = TpccConfig::new(a.warehouses.unwrap_or(a.common.threads as u32));
+    cfg.mix = match a.mix {
+        MixArg::Standard => Mix::Standard,
+        MixArg::NewOrder => Mix::NewOrderOnly,
+        MixArg::NewOrderStockLevel => Mix::NewOrderStockLevel,
+    };
+    cfg.remote_item_pct = a.remote_item_pct;
+    cfg.remote_payment_pct = a.remote_payment_pct;
+    cfg.fast_ids = a.fast_ids;
+    cfg.snapshot_stock_level = a.snapshot_stock_level;
+    cfg.bind_warehouses = !a.no_bind;
+    let w = Tpcc::new(cfg).map_err(|e| e.to_string())?;
+    drive("tpcc", w, &a.common, &a)
+}

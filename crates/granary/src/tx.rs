@@ -1,0 +1,378 @@
+//! The protocol-neutral transaction interface.
+//!
+//! Workloads, the history recorder and the isolation tests are written once
+//! against [`Tx`] (the operations a one-shot procedure performs) and
+//! [`TxRunner`] (how a worker thread runs a procedure once), made by an
+//! [`Engine`], so that every
+//! concurrency-control design granary carries can run them unchanged
+//! (DESIGN.md, "The one interface every protocol implements"). Silo's
+//! [`Transaction`], [`Session`], [`Worker`] and [`Database`] implement them.
+//!
+//! [`Database`]: crate::Database
+//!
+//! Generic code (`T: Tx`) is monomorphized; nothing here is `dyn`.
+
+use std::ops::Bound;
+
+use crate::db::TableId;
+use crate::error::{AbortReason, Error, TxError};
+use crate::snapshot::Snapshot;
+use crate::tid::Tid;
+use crate::txn::Transaction;
+use crate::worker::{Stats, Worker};
+
+/// The operations of a transaction over byte keys and values.
+///
+/// Every operation may fail with [`TxError::Conflict`] (the attempt is
+/// doomed and will roll back) or [`TxError::Failed`] (bad input, such as an
+/// oversized key, or a user error).
+pub trait Tx {
+    /// Read `key`. The slice is valid until the next operation.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError>;
+
+    /// Write `key → value`, inserting the key if absent.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError>;
+
+    /// Insert `key → value`; [`Error::KeyExists`] if present.
+    ///
+    /// # Errors
+    /// A conflict, [`Error::KeyExists`], or a typed error for bad input.
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError>;
+
+    /// Delete `key`; returns whether it was present.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError>;
+
+    /// Visit up to `limit` rows with keys within `lo..hi`, ascending (or
+    /// descending if `reverse`); `f` returns false to stop. The range is
+    /// protected against phantoms.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError>;
+}
+
+/// Reads only, object-safe: one read-only body can run as a regular
+/// transaction (every [`Tx`] is one) or against a snapshot
+/// ([`TxRunner::snapshot_read`]).
+pub trait ReadOnly {
+    /// As [`Tx::get`].
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError>;
+
+    /// As [`Tx::scan`], with a `dyn` visitor.
+    ///
+    /// # Errors
+    /// As [`Tx::scan`].
+    fn read_range(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError>;
+}
+
+impl<T: Tx> ReadOnly for T {
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.get(t, key)
+    }
+
+    fn read_range(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError> {
+        self.scan(t, lo, hi, limit, reverse, f)
+    }
+}
+
+impl ReadOnly for Snapshot<'_> {
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        Ok(self.get(t, key)?)
+    }
+
+    fn read_range(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError> {
+        Ok(self.scan(t, lo, hi, limit, reverse, f)?)
+    }
+}
+
+/// A worker thread's handle for running one-shot procedures under some
+/// concurrency-control protocol.
+pub trait TxRunner {
+    /// The transaction type procedures are handed.
+    type Tx<'a>: Tx
+    where
+        Self: 'a;
+
+    /// Run `body` once: `Ok(Ok(v))` committed, `Ok(Err(reason))` conflicted
+    /// and rolled back (the caller may retry), `Err(e)` failed.
+    ///
+    /// # Errors
+    /// Whatever the body failed with, checked to come from a consistent
+    /// state.
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Self::Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error>;
+
+    /// The protocol's commit-order key of this worker's last committed
+    /// transaction that wrote something: for Silo, its TID. For any one
+    /// key, the commit keys of its successive writers increase.
+    fn last_commit_key(&self) -> u64;
+
+    /// Counters since the runner was created (or last reset).
+    fn stats(&self) -> &Stats;
+
+    /// Run a read-only body against a consistent snapshot (Silo §4.9: it
+    /// never aborts). Protocols without snapshots run it as a regular
+    /// transaction, retried on conflict.
+    ///
+    /// # Errors
+    /// Whatever the body failed with.
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error>;
+}
+
+/// A database running some protocol: makes tables and per-thread runners.
+pub trait Engine: Sync {
+    /// A worker thread's runner.
+    type Runner: TxRunner + Send;
+
+    /// Create a table; [`Error::TableExists`] if the name is taken.
+    ///
+    /// # Errors
+    /// As the protocol's own `create_table`.
+    fn create_table(&self, name: &str) -> Result<TableId, Error>;
+
+    /// A runner for the calling thread.
+    ///
+    /// # Errors
+    /// [`Error::TooManyWorkers`] past the protocol's limit.
+    fn runner(&self) -> Result<Self::Runner, Error>;
+}
+
+impl Engine for crate::db::Database {
+    type Runner = Worker;
+
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        crate::db::Database::create_table(self, name)
+    }
+
+    fn runner(&self) -> Result<Worker, Error> {
+        self.worker()
+    }
+}
+
+impl Tx for Transaction<'_> {
+    #[inline]
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        Transaction::get(self, t, key)
+    }
+
+    #[inline]
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        Transaction::put(self, t, key, value)
+    }
+
+    #[inline]
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        Transaction::insert(self, t, key, value)
+    }
+
+    #[inline]
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        Transaction::delete(self, t, key)
+    }
+
+    #[inline]
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError> {
+        Transaction::scan(self, t, lo, hi, limit, reverse, f)
+    }
+}
+
+impl TxRunner for Worker {
+    type Tx<'a> = Transaction<'a>;
+
+    #[inline]
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        Worker::try_run(self, body)
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        self.last_commit_tid().0
+    }
+
+    fn stats(&self) -> &Stats {
+        Worker::stats(self)
+    }
+
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error> {
+        Worker::snapshot(self, |s| {
+            body(s).map_err(|e| match e {
+                TxError::Failed(e) => e,
+                // Snapshot reads never conflict; only a body that makes up
+                // a conflict gets here.
+                TxError::Conflict(last) => Error::RetriesExhausted { attempts: 1, last },
+            })
+        })
+    }
+}
+
+/// An interactive transaction: begun by [`Worker::begin`], it stays open
+/// across calls until [`Session::commit`] or drop (which rolls it back).
+///
+/// Meant for scripted interleavings (the isolation tests) and for callers
+/// that cannot express their work as a closure. Prefer [`Worker::run`]:
+/// while a session is open its worker holds its epoch, which holds back
+/// garbage collection for every worker.
+///
+/// ```
+/// use granary::{Database, Options, Tx};
+/// let db = Database::new(Options::default())?;
+/// let t = db.create_table("t")?;
+/// let (mut a, mut b) = (db.worker()?, db.worker()?);
+/// let mut s1 = a.begin();
+/// let mut s2 = b.begin();
+/// assert_eq!(s1.get(t, b"x")?, None);
+/// s2.put(t, b"x", b"1")?;
+/// s2.commit()?;
+/// // s1 read "x absent", which s2 has since changed: s1 cannot commit.
+/// // The conflict shows at its next operation or at commit.
+/// let doomed = s1.put(t, b"y", b"1").is_err() || s1.commit().is_err();
+/// assert!(doomed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Session<'w> {
+    pub(crate) tx: Transaction<'w>,
+    pub(crate) end: SessionEnd<'w>,
+}
+
+/// What a session gives back to its worker when it ends.
+pub(crate) struct SessionEnd<'w> {
+    pub epochs: &'w crate::epoch::Epochs,
+    pub slot: usize,
+    pub stats: &'w mut Stats,
+    pub open: bool,
+}
+
+impl Session<'_> {
+    /// Commit (Silo Fig. 2). Returns the commit TID, or zero for a
+    /// read-only transaction (which takes none, Silo §4.2).
+    ///
+    /// # Errors
+    /// The [`AbortReason`] if validation failed; the session is rolled back.
+    pub fn commit(mut self) -> Result<Tid, AbortReason> {
+        self.end.open = false;
+        let wrote = self.tx.writes_anything();
+        match self.tx.commit() {
+            Ok(()) => {
+                self.end.stats.commits += 1;
+                Ok(if wrote {
+                    self.tx.last_tid()
+                } else {
+                    Tid::default()
+                })
+            }
+            Err(reason) => {
+                self.end.stats.aborts[reason.index()] += 1;
+                Err(reason)
+            }
+        }
+    }
+
+    /// Roll back explicitly (dropping the session does the same).
+    pub fn abort(self) {}
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if self.end.open {
+            self.tx.abort();
+        }
+        self.end.epochs.unpin(self.end.slot);
+    }
+}
+
+impl Tx for Session<'_> {
+    #[inline]
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.tx.get(t, key)
+    }
+
+    #[inline]
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx.put(t, key, value)
+    }
+
+    #[inline]
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx.insert(t, key, value)
+    }
+
+    #[inline]
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        self.tx.delete(t, key)
+    }
+
+    #[inline]
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError> {
+        self.tx.scan(t, lo, hi, limit, reverse, f)
+    }
+}

@@ -1,0 +1,402 @@
+//! Contended workloads for `granary check`: run with history recording on,
+//! over any [`Engine`], then handed to the serializability checker.
+//!
+//! * [`CheckWorkload::Ycsb`] — YCSB-style transactions of 2–8 distinct
+//!   keys drawn from a Zipfian (θ = 0.99 by default): reads,
+//!   read-modify-writes and blind writes. Keys start absent, so the run
+//!   begins with inserts.
+//! * [`CheckWorkload::Bank`] — transfers between accounts, audits that scan
+//!   every account (and must see the constant total), and deposits into
+//!   accounts that may not exist yet (inserts inside scanned ranges, the
+//!   source of predicate anti-dependencies).
+//! * [`CheckWorkload::ListAppend`] — Elle's list-append: transactions
+//!   append unique elements to lists and read whole lists, so the order of
+//!   every key's versions is visible in the values themselves. Keys rotate
+//!   every few thousand transactions to keep lists short.
+
+use std::fmt;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_check::History;
+
+use crate::record::{merge, RecTx, Recorder, RecordingRunner};
+use crate::rng::Rng;
+use crate::zipf::Zipf;
+
+/// Which contended workload to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CheckWorkload {
+    /// Zipfian read/write transactions over registers.
+    Ycsb,
+    /// Bank transfers, scanning audits, deposits that insert.
+    Bank,
+    /// Elle's list-append.
+    ListAppend,
+}
+
+impl CheckWorkload {
+    /// Every workload, for help texts and CI loops.
+    pub const ALL: [CheckWorkload; 3] = [
+        CheckWorkload::Ycsb,
+        CheckWorkload::Bank,
+        CheckWorkload::ListAppend,
+    ];
+
+    /// The workload's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckWorkload::Ycsb => "ycsb",
+            CheckWorkload::Bank => "bank",
+            CheckWorkload::ListAppend => "list-append",
+        }
+    }
+
+    /// Parse a command-line name.
+    ///
+    /// # Errors
+    /// An unknown name, with the list of known ones.
+    pub fn parse(s: &str) -> Result<CheckWorkload, String> {
+        CheckWorkload::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = CheckWorkload::ALL.iter().map(|w| w.name()).collect();
+                format!("unknown check workload {s:?}; known: {}", names.join(", "))
+            })
+    }
+
+    /// Default key count: small, for contention.
+    pub fn default_keys(self) -> u64 {
+        match self {
+            CheckWorkload::Ycsb => 1000,
+            CheckWorkload::Bank => 50,
+            CheckWorkload::ListAppend => 32,
+        }
+    }
+}
+
+impl fmt::Display for CheckWorkload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How to run a check workload.
+#[derive(Clone, Debug)]
+pub struct CheckConfig {
+    pub workload: CheckWorkload,
+    /// Worker threads.
+    pub threads: usize,
+    /// Committed transactions to record (the run stops at this many,
+    /// give or take one per thread).
+    pub txns: u64,
+    /// Key count (accounts for the bank, lists per generation for
+    /// list-append).
+    pub keys: u64,
+    /// Zipfian skew of key choice.
+    pub theta: f64,
+    /// Seed of every worker's random stream (worker `i` uses stream `i+1`).
+    pub seed: u64,
+}
+
+impl CheckConfig {
+    /// Defaults for `workload`: 4 threads, 100k transactions, the
+    /// workload's key count, θ = 0.99, seed 1.
+    pub fn new(workload: CheckWorkload) -> CheckConfig {
+        CheckConfig {
+            workload,
+            threads: 4,
+            txns: 100_000,
+            keys: workload.default_keys(),
+            theta: 0.99,
+            seed: 1,
+        }
+    }
+}
+
+/// A recorded run.
+#[derive(Debug)]
+pub struct CheckRun {
+    /// Every attempt, committed or not.
+    pub history: History,
+    pub committed: u64,
+    pub aborted: u64,
+    pub elapsed: Duration,
+    /// Workload invariants that failed (e.g. a bank audit that saw the
+    /// wrong total). Empty on a correct engine.
+    pub invariant_violations: Vec<String>,
+}
+
+const INITIAL_BALANCE: u64 = 1000;
+/// List-append keys move to a fresh generation after this many commits.
+const LIST_GENERATION: u64 = 1000;
+
+fn key(k: u64) -> [u8; 8] {
+    k.to_be_bytes()
+}
+
+fn num(v: &[u8]) -> u64 {
+    v.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// Run `cfg` on `engine` with recording on. `progress` is called with the
+/// committed count now and then.
+///
+/// # Errors
+/// An engine error (table creation, too many workers, a failed
+/// transaction), or a bad configuration ([`Error::InvalidOption`]).
+pub fn run_check<E: Engine>(
+    engine: &E,
+    cfg: &CheckConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<CheckRun, Error> {
+    if cfg.threads == 0 || cfg.threads >= u16::MAX as usize {
+        return Err(Error::InvalidOption("threads must be in 1..65535".into()));
+    }
+    if cfg.keys < 2 || cfg.keys >= 1 << 30 {
+        return Err(Error::InvalidOption("keys must be in 2..2^30".into()));
+    }
+    let zipf = Zipf::new(cfg.keys, cfg.theta).map_err(|e| Error::InvalidOption(e.to_string()))?;
+    let table = engine.create_table(cfg.workload.name())?;
+    let mut loader = Recorder::new(cfg.threads as u16);
+    if cfg.workload == CheckWorkload::Bank {
+        let mut r = engine.runner()?;
+        let mut rr = RecordingRunner {
+            runner: &mut r,
+            recorder: &mut loader,
+        };
+        for chunk in (0..cfg.keys).collect::<Vec<_>>().chunks(1000) {
+            committed_or_err(rr.try_run(|tx| {
+                for &a in chunk {
+                    tx.put(table, &key(a), &INITIAL_BALANCE.to_be_bytes())?;
+                }
+                Ok(())
+            }))?;
+        }
+    }
+    let committed = AtomicU64::new(0);
+    let start = Instant::now();
+    type WorkerOut = Result<(Recorder, u64, Vec<String>), Error>;
+    let results: Vec<WorkerOut> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|w| {
+                let (committed, zipf) = (&committed, &zipf);
+                s.spawn(move || {
+                    let mut runner = engine.runner()?;
+                    let mut rec = Recorder::new(w as u16);
+                    let mut rng = Rng::new(cfg.seed, w as u64 + 1);
+                    let mut ctx = Ctx {
+                        cfg,
+                        table,
+                        zipf,
+                        rng: &mut rng,
+                        violations: Vec::new(),
+                        worker: w as u64,
+                    };
+                    let mut aborted = 0u64;
+                    loop {
+                        let done = committed.load(Ordering::Relaxed);
+                        if done >= cfg.txns {
+                            break;
+                        }
+                        let mut rr = RecordingRunner {
+                            runner: &mut runner,
+                            recorder: &mut rec,
+                        };
+                        if ctx.one(&mut rr, done)? {
+                            let n = committed.fetch_add(1, Ordering::Relaxed) + 1;
+                            if w == 0 && n % 1024 == 0 {
+                                progress(n);
+                            }
+                        } else {
+                            aborted += 1;
+                        }
+                    }
+                    Ok((rec, aborted, ctx.violations))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("check worker panicked"))
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let mut recorders = vec![loader];
+    let mut aborted = 0;
+    let mut violations = Vec::new();
+    for r in results {
+        let (rec, a, v) = r?;
+        recorders.push(rec);
+        aborted += a;
+        violations.extend(v);
+    }
+    if cfg.workload == CheckWorkload::Bank {
+        // The final state must hold the same total.
+        let mut r = engine.runner()?;
+        let mut rr = RecordingRunner {
+            runner: &mut r,
+            recorder: &mut recorders[0],
+        };
+        let sum = committed_or_err(rr.try_run(|tx| audit(tx, table)))?;
+        if sum != INITIAL_BALANCE * cfg.keys {
+            violations.push(format!(
+                "final bank total {sum}, expected {}",
+                INITIAL_BALANCE * cfg.keys
+            ));
+        }
+    }
+    let committed = committed.load(Ordering::Relaxed);
+    Ok(CheckRun {
+        history: merge(recorders),
+        committed,
+        aborted,
+        elapsed,
+        invariant_violations: violations,
+    })
+}
+
+fn committed_or_err<T>(r: Result<Result<T, granary::AbortReason>, Error>) -> Result<T, Error> {
+    match r? {
+        Ok(v) => Ok(v),
+        Err(last) => Err(Error::RetriesExhausted { attempts: 1, last }),
+    }
+}
+
+/// Sum every account's balance (the audit's scan, also used unrecorded at
+/// the end of a run).
+fn audit<T: Tx>(tx: &mut T, table: TableId) -> Result<u64, TxError> {
+    let mut sum = 0;
+    tx.scan(
+        table,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        usize::MAX,
+        false,
+        |_, v| {
+            sum += num(v);
+            true
+        },
+    )?;
+    Ok(sum)
+}
+
+/// One worker's state for issuing transactions.
+struct Ctx<'a> {
+    cfg: &'a CheckConfig,
+    table: TableId,
+    zipf: &'a Zipf,
+    rng: &'a mut Rng,
+    violations: Vec<String>,
+    worker: u64,
+}
+
+impl Ctx<'_> {
+    /// `k` distinct keys.
+    fn distinct(&mut self, k: usize) -> Vec<u64> {
+        let k = k.min(self.cfg.keys as usize);
+        let mut out = Vec::with_capacity(k);
+        while out.len() < k {
+            let x = self.zipf.next(self.rng);
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    }
+
+    /// Run one transaction attempt; true if it committed.
+    fn one<R: TxRunner>(
+        &mut self,
+        rr: &mut RecordingRunner<'_, R>,
+        done: u64,
+    ) -> Result<bool, Error> {
+        let t = self.table;
+        let r = match self.cfg.workload {
+            CheckWorkload::Ycsb => {
+                let n = 2 + self.rng.below(7) as usize;
+                let keys = self.distinct(n);
+                let kinds: Vec<u64> = keys.iter().map(|_| self.rng.below(100)).collect();
+                rr.try_run(|tx| {
+                    for (&k, &kind) in keys.iter().zip(&kinds) {
+                        if kind < 50 {
+                            tx.get(t, &key(k))?;
+                        } else if kind < 85 {
+                            let v = tx.get(t, &key(k))?.map_or(0, num);
+                            tx.put(t, &key(k), &(v + 1).to_be_bytes())?;
+                        } else {
+                            tx.put(t, &key(k), &kind.to_be_bytes())?;
+                        }
+                    }
+                    Ok(())
+                })?
+                .map(|()| None)
+            }
+            CheckWorkload::Bank => {
+                let kind = self.rng.below(100);
+                let amount = 1 + self.rng.below(50);
+                let ab = self.distinct(2);
+                let (a, b) = (ab[0], ab[1]);
+                // Deposits may target an account beyond the initial ones,
+                // which then appears (an insert inside every audit's range).
+                let fresh = self.cfg.keys + self.rng.below(self.cfg.keys);
+                rr.try_run(|tx| {
+                    if kind < 20 {
+                        return audit(tx, t).map(Some);
+                    }
+                    let to = if kind < 30 { fresh } else { b };
+                    let from_bal = tx.get(t, &key(a))?.map_or(0, num);
+                    if from_bal < amount {
+                        return Ok(None);
+                    }
+                    let to_bal = tx.get(t, &key(to))?.map(num);
+                    tx.put(t, &key(a), &(from_bal - amount).to_be_bytes())?;
+                    let new = (to_bal.unwrap_or(0) + amount).to_be_bytes();
+                    match to_bal {
+                        Some(_) => tx.put(t, &key(to), &new)?,
+                        None => tx.insert(t, &key(to), &new)?,
+                    }
+                    Ok(None)
+                })?
+            }
+            CheckWorkload::ListAppend => {
+                let generation = done / LIST_GENERATION * self.cfg.keys;
+                let n = 1 + self.rng.below(4) as usize;
+                let keys = self.distinct(n);
+                let kinds: Vec<bool> = keys.iter().map(|_| self.rng.below(2) == 0).collect();
+                rr.try_run(|tx: &mut RecTx<'_, R::Tx<'_>>| {
+                    for (&k, &append) in keys.iter().zip(&kinds) {
+                        let k = key(generation + k);
+                        if append {
+                            let e = tx.unique_elem()?;
+                            tx.append(t, &k, e)?;
+                        } else {
+                            tx.read_list(t, &k)?;
+                        }
+                    }
+                    Ok(())
+                })?
+                .map(|()| None)
+            }
+        };
+        match r {
+            Ok(Some(sum)) => {
+                let want = INITIAL_BALANCE * self.cfg.keys;
+                if sum != want {
+                    self.violations.push(format!(
+                        "worker {}: a committed audit saw total {sum}, expected {want}",
+                        self.worker
+                    ));
+                }
+                Ok(true)
+            }
+            Ok(None) => Ok(true),
+            Err(_) => Ok(false),
+        }
+    }
+}

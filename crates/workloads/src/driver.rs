@@ -1,0 +1,415 @@
+//! The benchmark driver: runs any [`Workload`] on any [`Engine`] for a
+//! warm-up and a measured period, and reports throughput (overall and per
+//! second), commits and aborts per transaction type and abort reason,
+//! latency percentiles from HDR histograms, and memory.
+//!
+//! A workload issues each transaction through [`Exec::txn`], which retries
+//! it on conflict (counting each conflict by type and reason) and times it
+//! from first attempt to commit — the latency a client would see.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use granary::{AbortReason, Engine, Error, TxError, TxRunner};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// A benchmark workload, written once against [`granary::Tx`].
+pub trait Workload: Sync {
+    /// Per-thread state (random stream, home warehouse, …).
+    type Thread: Send;
+
+    /// Names of the transaction types; [`Exec::txn`]'s `ty` indexes this.
+    fn types(&self) -> &'static [&'static str];
+
+    /// Create the tables and load the initial data. `progress(done,
+    /// total)` may be called from any thread.
+    ///
+    /// # Errors
+    /// An engine error.
+    fn load<E: Engine>(
+        &mut self,
+        engine: &E,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(), Error>;
+
+    /// State for thread `id` of `threads`, its random stream from `seed`.
+    fn thread(&self, id: usize, threads: usize, seed: u64) -> Self::Thread;
+
+    /// Run one transaction (or one unit of the mix) through `exec`.
+    ///
+    /// # Errors
+    /// An engine error; the run stops.
+    fn run_one<R: TxRunner>(
+        &self,
+        t: &mut Self::Thread,
+        exec: &mut Exec<'_, R>,
+    ) -> Result<(), Error>;
+
+    /// Check the workload's invariants on the final state (after the run).
+    /// Returns the violations found.
+    ///
+    /// # Errors
+    /// An engine error.
+    fn verify<E: Engine>(&self, engine: &E) -> Result<Vec<String>, Error>;
+}
+
+/// Driver settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct DriverConfig {
+    pub threads: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub seed: u64,
+    /// Time every `latency_every`-th transaction (1 = all). Clock reads
+    /// cost ~25 ns each, noticeable on sub-microsecond transactions.
+    pub latency_every: u32,
+}
+
+/// One transaction type's figures over the measured period.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct TypeReport {
+    pub name: &'static str,
+    pub commits: u64,
+    /// Transactions the procedure itself rolled back (e.g. TPC-C's 1%
+    /// invalid new-orders); they count as completed, as the spec says.
+    pub user_aborts: u64,
+    /// Conflicting attempts, by reason (each was retried).
+    pub aborts: BTreeMap<&'static str, u64>,
+    pub latency_us: Latency,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Latency {
+    pub samples: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Latency {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            samples: h.len(),
+            mean: h.mean() / 1000.0,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// Completed transactions per second (commits + user aborts) over the
+    /// measured period.
+    pub throughput_txn_per_s: f64,
+    /// Conflicting attempts per second.
+    pub aborts_per_s: f64,
+    pub commits: u64,
+    pub aborts: u64,
+    pub elapsed_s: f64,
+    /// Completed transactions in each second of the measured period.
+    pub per_second: Vec<u64>,
+    pub types: Vec<TypeReport>,
+    pub latency_us: Latency,
+    /// Resident set size at the end of the run, bytes (Linux; 0 elsewhere).
+    pub rss_bytes: u64,
+    /// Peak resident set size, bytes (Linux; 0 elsewhere).
+    pub peak_rss_bytes: u64,
+    /// Invariant violations found after the run (empty when all hold).
+    pub invariant_violations: Vec<String>,
+}
+
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Per-thread counters sampled by the driver each second (written only by
+/// their thread; Relaxed: the sampler needs no ordering).
+#[derive(Default)]
+struct Live {
+    completed: AtomicU64,
+}
+
+/// A thread's private tallies.
+struct Tally {
+    commits: Vec<u64>,
+    user_aborts: Vec<u64>,
+    aborts: Vec<[u64; AbortReason::ALL.len()]>,
+    latency: Vec<Histogram<u64>>,
+}
+
+impl Tally {
+    fn new(types: usize) -> Tally {
+        let h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds");
+        Tally {
+            commits: vec![0; types],
+            user_aborts: vec![0; types],
+            aborts: vec![[0; AbortReason::ALL.len()]; types],
+            latency: vec![h; types],
+        }
+    }
+
+    fn merge(&mut self, o: &Tally) {
+        for i in 0..self.commits.len() {
+            self.commits[i] += o.commits[i];
+            self.user_aborts[i] += o.user_aborts[i];
+            for (a, b) in self.aborts[i].iter_mut().zip(&o.aborts[i]) {
+                *a += b;
+            }
+            self.latency[i].add(&o.latency[i]).expect("same bounds");
+        }
+    }
+}
+
+/// What a workload issues transactions through.
+pub struct Exec<'a, R: TxRunner> {
+    runner: &'a mut R,
+    tally: Tally,
+    live: &'a Live,
+    completed: u64,
+    latency_every: u32,
+    tick: u32,
+}
+
+impl<R: TxRunner> Exec<'_, R> {
+    /// Run `body` as a transaction of type `ty`, retrying conflicts until
+    /// it commits. A body that fails with [`Error::RolledBack`] (the
+    /// procedure's own rollback) completes as a user abort and returns
+    /// `Ok(None)`.
+    ///
+    /// # Errors
+    /// Any other error from the body or the engine.
+    pub fn txn<T>(
+        &mut self,
+        ty: usize,
+        mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<Option<T>, Error> {
+        self.tick += 1;
+        let timed = self.tick >= self.latency_every;
+        let start = timed.then(|| {
+            self.tick = 0;
+            Instant::now()
+        });
+        let out = loop {
+            match self.runner.try_run(&mut body) {
+                Ok(Ok(v)) => {
+                    self.tally.commits[ty] += 1;
+                    break Some(v);
+                }
+                Ok(Err(reason)) => {
+                    let i = AbortReason::ALL
+                        .iter()
+                        .position(|r| *r == reason)
+                        .unwrap_or(0);
+                    self.tally.aborts[ty][i] += 1;
+                }
+                Err(Error::RolledBack) => {
+                    self.tally.user_aborts[ty] += 1;
+                    break None;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        if let Some(s) = start {
+            let ns = (s.elapsed().as_nanos() as u64).max(1);
+            self.tally.latency[ty].saturating_record(ns);
+        }
+        self.completed += 1;
+        self.live.completed.store(self.completed, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// The underlying runner (for read-only snapshot transactions and
+    /// other protocol-specific calls).
+    pub fn runner(&mut self) -> &mut R {
+        self.runner
+    }
+
+    /// Count a transaction run outside [`Exec::txn`] (e.g. a snapshot
+    /// transaction) as completed, with its latency.
+    pub fn completed_outside(&mut self, ty: usize, started: Instant) {
+        self.tally.commits[ty] += 1;
+        let ns = (started.elapsed().as_nanos() as u64).max(1);
+        self.tally.latency[ty].saturating_record(ns);
+        self.completed += 1;
+        self.live.completed.store(self.completed, Ordering::Relaxed);
+    }
+}
+
+/// Load `w` (if not loaded yet) and run it on `engine` per `cfg`.
+/// `tick(elapsed_s, total_s)` is called about every 250 ms (for a progress
+/// bar).
+///
+/// # Errors
+/// An engine error from any thread, or a bad configuration.
+pub fn run<W: Workload, E: Engine>(
+    w: &W,
+    engine: &E,
+    cfg: &DriverConfig,
+    tick: &(dyn Fn(f64, f64) + Sync),
+) -> Result<RunReport, Error> {
+    if cfg.threads == 0 || cfg.duration.is_zero() {
+        return Err(Error::InvalidOption(
+            "need at least one thread and a non-zero duration".into(),
+        ));
+    }
+    let types = w.types();
+    let phase = AtomicU8::new(0);
+    let live: Vec<CachePadded<Live>> = (0..cfg.threads).map(|_| CachePadded::default()).collect();
+    let barrier = Barrier::new(cfg.threads + 1);
+    let total_s = (cfg.warmup + cfg.duration).as_secs_f64();
+    type ThreadOut = Result<(Tally, u64), Error>;
+    let (results, per_second, elapsed): (Vec<ThreadOut>, Vec<u64>, f64) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|id| {
+                let (phase, live, barrier) = (&phase, &live[id], &barrier);
+                s.spawn(move || -> ThreadOut {
+                    let runner = engine.runner();
+                    barrier.wait();
+                    let mut runner = runner?;
+                    let mut t = w.thread(id, cfg.threads, cfg.seed);
+                    let mut exec = Exec {
+                        runner: &mut runner,
+                        tally: Tally::new(types.len()),
+                        live,
+                        completed: 0,
+                        latency_every: cfg.latency_every.max(1),
+                        tick: 0,
+                    };
+                    let mut measuring = false;
+                    let mut base = 0;
+                    loop {
+                        let p = phase.load(Ordering::Relaxed);
+                        if p == STOP {
+                            break;
+                        }
+                        if p == MEASURE && !measuring {
+                            // Warm-up over: start counting afresh.
+                            measuring = true;
+                            exec.tally = Tally::new(types.len());
+                            base = exec.completed;
+                        }
+                        if let Err(e) = w.run_one(&mut t, &mut exec) {
+                            phase.store(STOP, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                    }
+                    Ok((exec.tally, exec.completed - base))
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let sum = || {
+            live.iter()
+                .map(|l| l.completed.load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
+        let sleep_until = |t: Instant| {
+            while Instant::now() < t {
+                if phase.load(Ordering::Relaxed) == STOP {
+                    return false;
+                }
+                std::thread::sleep((t - Instant::now()).min(Duration::from_millis(250)));
+                tick(start.elapsed().as_secs_f64(), total_s);
+            }
+            true
+        };
+        let mut ok = sleep_until(start + cfg.warmup);
+        phase.store(MEASURE, Ordering::Relaxed);
+        let m0 = Instant::now();
+        let mut per_second = Vec::new();
+        let mut last = sum();
+        let secs = cfg.duration.as_secs_f64();
+        let mut next = 1.0f64;
+        while ok && next <= secs {
+            ok = sleep_until(m0 + Duration::from_secs_f64(next));
+            let now = sum();
+            per_second.push(now - last);
+            last = now;
+            next += 1.0;
+        }
+        if ok {
+            ok = sleep_until(m0 + cfg.duration);
+        }
+        let _ = ok;
+        let elapsed = m0.elapsed().as_secs_f64();
+        phase.store(STOP, Ordering::Relaxed);
+        let results = handles
+            .into_iter()
+            .map(|h| h.join().expect("driver thread panicked"))
+            .collect();
+        (results, per_second, elapsed)
+    });
+    let mut total = Tally::new(types.len());
+    let mut completed = 0;
+    for r in results {
+        let (t, c) = r?;
+        total.merge(&t);
+        completed += c;
+    }
+    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
+    let mut type_reports = Vec::new();
+    let (mut commits, mut aborts) = (0, 0);
+    for (i, &name) in types.iter().enumerate() {
+        all.add(&total.latency[i]).expect("same bounds");
+        let by_reason: BTreeMap<_, _> = AbortReason::ALL
+            .iter()
+            .zip(total.aborts[i])
+            .map(|(r, n)| (r.name(), n))
+            .collect();
+        commits += total.commits[i];
+        aborts += by_reason.values().sum::<u64>();
+        type_reports.push(TypeReport {
+            name,
+            commits: total.commits[i],
+            user_aborts: total.user_aborts[i],
+            aborts: by_reason,
+            latency_us: Latency::of(&total.latency[i]),
+        });
+    }
+    let (rss_bytes, peak_rss_bytes) = rss();
+    Ok(RunReport {
+        throughput_txn_per_s: completed as f64 / elapsed,
+        aborts_per_s: aborts as f64 / elapsed,
+        commits,
+        aborts,
+        elapsed_s: elapsed,
+        per_second,
+        types: type_reports,
+        latency_us: Latency::of(&all),
+        rss_bytes,
+        peak_rss_bytes,
+        invariant_violations: w.verify(engine)?,
+    })
+}
+
+/// (current, peak) resident set size in bytes, from /proc (Linux).
+pub fn rss() -> (u64, u64) {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        s.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}

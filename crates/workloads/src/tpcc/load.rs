@@ -1,0 +1,335 @@
+//! Initial population (clause 4.3.3), in parallel: the item table on one
+//! thread, then warehouses spread over the loader threads. Rows go in as
+//! batches of inserts, a few hundred per transaction.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use granary::{Engine, Error, Tx, TxError, TxRunner};
+
+use super::rows::{
+    key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
+};
+use super::{
+    astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, CUSTOMERS, C_LAST_LOAD,
+    DISTRICTS, FIRST_UNDELIVERED, ITEMS, ORDERS,
+};
+use crate::rng::Rng;
+
+/// Rows per loading transaction.
+const BATCH: usize = 400;
+
+/// A batch of pending inserts, flushed as one transaction.
+struct Batch<'r, R: TxRunner> {
+    runner: &'r mut R,
+    rows: Vec<(granary::TableId, Vec<u8>, Vec<u8>)>,
+    done: &'r AtomicU64,
+    progress: &'r (dyn Fn(u64, u64) + Sync),
+    total: u64,
+}
+
+impl<R: TxRunner> Batch<'_, R> {
+    fn add(&mut self, t: granary::TableId, k: &[u8], v: &[u8]) -> Result<(), Error> {
+        self.rows.push((t, k.to_vec(), v.to_vec()));
+        if self.rows.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let rows = &self.rows;
+        loop {
+            let r = self.runner.try_run(|tx| {
+                for (t, k, v) in rows {
+                    tx.insert(*t, k, v)?;
+                }
+                Ok::<(), TxError>(())
+            })?;
+            if r.is_ok() {
+                break;
+            }
+        }
+        let n = self.rows.len() as u64;
+        self.rows.clear();
+        let d = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        (self.progress)(d, self.total);
+        Ok(())
+    }
+}
+
+/// Rows loaded for `warehouses` (for progress).
+pub(super) fn total_rows(warehouses: u32) -> u64 {
+    let per_d = CUSTOMERS as u64 * 3 + ORDERS as u64 * 11 + (ORDERS - FIRST_UNDELIVERED + 1) as u64;
+    ITEMS as u64 + warehouses as u64 * (1 + ITEMS as u64 + DISTRICTS as u64 * (1 + per_d))
+}
+
+pub(super) fn create_tables<E: Engine>(e: &E) -> Result<Tables, Error> {
+    Ok(Tables {
+        warehouse: e.create_table("warehouse")?,
+        district: e.create_table("district")?,
+        customer: e.create_table("customer")?,
+        customer_name: e.create_table("customer_name_idx")?,
+        history: e.create_table("history")?,
+        new_order: e.create_table("new_order")?,
+        order: e.create_table("oorder")?,
+        order_customer: e.create_table("oorder_c_id_idx")?,
+        order_line: e.create_table("order_line")?,
+        item: e.create_table("item")?,
+        stock: e.create_table("stock")?,
+    })
+}
+
+/// `ORIGINAL` in 10% of data strings (clause 4.3.3.1).
+fn data_field(rng: &mut Rng, lo: u32, hi: u32, out: &mut Vec<u8>) {
+    astring(rng, lo, hi, out);
+    if rng.below(10) == 0 {
+        let at = rng.below((out.len() - 8) as u64) as usize;
+        out[at..at + 8].copy_from_slice(b"ORIGINAL");
+    }
+}
+
+fn address(rng: &mut Rng, s: &mut Vec<u8>) -> [Vec<u8>; 5] {
+    let mut f = || {
+        astring(rng, 10, 20, s);
+        s.clone()
+    };
+    let (a, b, c) = (f(), f(), f());
+    astring(rng, 2, 2, s);
+    let state = s.clone();
+    nstring(rng, 4, 4, s);
+    s.extend_from_slice(b"11111");
+    [a, b, c, state, s.clone()]
+}
+
+pub(super) fn load<E: Engine>(
+    tpcc: &Tpcc,
+    engine: &E,
+    t: &Tables,
+    seed: u64,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(), Error> {
+    let total = total_rows(tpcc.cfg.warehouses);
+    let done = AtomicU64::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(tpcc.cfg.warehouses as usize + 1)
+        .max(1);
+    let next = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|i| {
+                let (done, next) = (&done, &next);
+                s.spawn(move || -> Result<(), Error> {
+                    let mut r = engine.runner()?;
+                    let mut b = Batch {
+                        runner: &mut r,
+                        rows: Vec::new(),
+                        done,
+                        progress,
+                        total,
+                    };
+                    // Unit 0 is the item table; unit w is warehouse w.
+                    loop {
+                        let unit = next.fetch_add(1, Ordering::Relaxed);
+                        if unit > tpcc.cfg.warehouses as u64 {
+                            break;
+                        }
+                        let mut rng = Rng::new(seed, 1_000_000 + unit * 7 + i as u64);
+                        if unit == 0 {
+                            load_items(&mut b, t, &mut rng)?;
+                        } else {
+                            load_warehouse(&mut b, t, unit as u32, &mut rng)?;
+                        }
+                    }
+                    b.flush()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .try_for_each(|h| h.join().expect("loader panicked"))
+    })
+}
+
+fn load_items<R: TxRunner>(b: &mut Batch<'_, R>, t: &Tables, rng: &mut Rng) -> Result<(), Error> {
+    let (mut s, mut v) = (Vec::new(), Vec::new());
+    for i in 1..=ITEMS {
+        astring(rng, 14, 24, &mut s);
+        let name = Str::new(&s);
+        data_field(rng, 26, 50, &mut s);
+        Item {
+            im_id: uniform(rng, 1, 10_000),
+            name,
+            price: uniform(rng, 100, 10_000) as i64,
+            data: Str::new(&s),
+        }
+        .encode(&mut v);
+        b.add(t.item, &key::item(i), &v)?;
+    }
+    Ok(())
+}
+
+fn load_warehouse<R: TxRunner>(
+    b: &mut Batch<'_, R>,
+    t: &Tables,
+    w: u32,
+    rng: &mut Rng,
+) -> Result<(), Error> {
+    let (mut s, mut v) = (Vec::new(), Vec::new());
+    let a = address(rng, &mut s);
+    astring(rng, 6, 10, &mut s);
+    Warehouse {
+        name: Str::new(&s),
+        street_1: Str::new(&a[0]),
+        street_2: Str::new(&a[1]),
+        city: Str::new(&a[2]),
+        state: Str::new(&a[3]),
+        zip: Str::new(&a[4]),
+        tax: uniform(rng, 0, 2000),
+        ytd: 30_000_000,
+    }
+    .encode(&mut v);
+    b.add(t.warehouse, &key::warehouse(w), &v)?;
+
+    for i in 1..=ITEMS {
+        let mut st = Stock {
+            quantity: uniform(rng, 10, 100),
+            ..Stock::default()
+        };
+        for d in &mut st.dist {
+            astring(rng, 24, 24, &mut s);
+            *d = Str::new(&s);
+        }
+        data_field(rng, 26, 50, &mut s);
+        st.data = Str::new(&s);
+        st.encode(&mut v);
+        b.add(t.stock, &key::stock(w, i), &v)?;
+    }
+
+    let since = now();
+    for d in 1..=DISTRICTS {
+        let a = address(rng, &mut s);
+        astring(rng, 6, 10, &mut s);
+        District {
+            name: Str::new(&s),
+            street_1: Str::new(&a[0]),
+            street_2: Str::new(&a[1]),
+            city: Str::new(&a[2]),
+            state: Str::new(&a[3]),
+            zip: Str::new(&a[4]),
+            tax: uniform(rng, 0, 2000),
+            ytd: 3_000_000,
+            next_o_id: ORDERS + 1,
+        }
+        .encode(&mut v);
+        b.add(t.district, &key::district(w, d), &v)?;
+
+        let mut last = Vec::new();
+        for c in 1..=CUSTOMERS {
+            let n = if c <= 1000 {
+                c - 1
+            } else {
+                nurand(rng, 255, C_LAST_LOAD, 0, 999)
+            };
+            last_name(n, &mut last);
+            astring(rng, 8, 16, &mut s);
+            let first = s.clone();
+            let a = address(rng, &mut s);
+            nstring(rng, 16, 16, &mut s);
+            let phone = s.clone();
+            astring(rng, 300, 500, &mut s);
+            Customer {
+                first: Str::new(&first),
+                middle: Str::new(b"OE"),
+                last: Str::new(&last),
+                street_1: Str::new(&a[0]),
+                street_2: Str::new(&a[1]),
+                city: Str::new(&a[2]),
+                state: Str::new(&a[3]),
+                zip: Str::new(&a[4]),
+                phone: Str::new(&phone),
+                since,
+                credit: Str::new(if rng.below(10) == 0 { b"BC" } else { b"GC" }),
+                credit_lim: 5_000_000,
+                discount: uniform(rng, 0, 5000),
+                balance: -1000,
+                ytd_payment: 1000,
+                payment_cnt: 1,
+                delivery_cnt: 0,
+                data: Str::new(&s),
+            }
+            .encode(&mut v);
+            b.add(t.customer, &key::customer(w, d, c), &v)?;
+            b.add(
+                t.customer_name,
+                &key::customer_name(w, d, &last, &first, c),
+                &[],
+            )?;
+            astring(rng, 12, 24, &mut s);
+            History {
+                c_id: c,
+                c_d_id: d,
+                c_w_id: w,
+                d_id: d,
+                w_id: w,
+                date: since,
+                amount: 1000,
+                data: Str::new(&s),
+            }
+            .encode(&mut v);
+            // Loader histories use thread id 0xFFFF, apart from workers'.
+            let seq = (d as u64) << 32 | c as u64;
+            b.add(t.history, &key::history(w, 0xFFFF, seq), &v)?;
+        }
+
+        // Orders: customers in a random permutation (clause 4.3.3.1).
+        let mut perm: Vec<u32> = (1..=CUSTOMERS).collect();
+        for i in (1..perm.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            perm.swap(i, j);
+        }
+        for o in 1..=ORDERS {
+            let c = perm[o as usize - 1];
+            let delivered = o < FIRST_UNDELIVERED;
+            let ol_cnt = uniform(rng, 5, 15) as u8;
+            Order {
+                c_id: c,
+                entry_d: since,
+                carrier_id: if delivered {
+                    uniform(rng, 1, 10) as u8
+                } else {
+                    0
+                },
+                ol_cnt,
+                all_local: 1,
+            }
+            .encode(&mut v);
+            b.add(t.order, &key::order(w, d, o), &v)?;
+            b.add(t.order_customer, &key::order_customer(w, d, c, o), &[])?;
+            if !delivered {
+                NewOrder { present: 1 }.encode(&mut v);
+                b.add(t.new_order, &key::order(w, d, o), &v)?;
+            }
+            for n in 1..=ol_cnt {
+                astring(rng, 24, 24, &mut s);
+                OrderLine {
+                    i_id: uniform(rng, 1, ITEMS),
+                    supply_w_id: w,
+                    delivery_d: if delivered { since } else { 0 },
+                    quantity: 5,
+                    amount: if delivered {
+                        0
+                    } else {
+                        uniform(rng, 1, 999_999) as i64
+                    },
+                    dist_info: Str::new(&s),
+                }
+                .encode(&mut v);
+                b.add(t.order_line, &key::order_line(w, d, o, n), &v)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! TPC-C (spec revision 5.11), as Silo §5.3 runs it: all nine tables at
+//! full row width, the customer-by-last-name and order-by-customer
+//! secondary indexes, the five transactions in the standard 45/43/4/4/4
+//! mix with NURand inputs, 1% remote new-order items, 15% remote payments
+//! and 1% rolled-back new-orders. Each thread is bound to a home warehouse
+//! (thread `i` → warehouse `i mod W + 1`).
+//!
+//! Options reproduce Silo's Fig. 8–10 variants: new-order only with a given
+//! remote-item probability; any number of warehouses; FastIds (order ids
+//! from a per-district counter outside the transaction); and a 50/50
+//! new-order / stock-level mix with stock-level as a snapshot or regular
+//! transaction.
+//!
+//! After a run, [`Tpcc::verify`](crate::driver::Workload::verify) checks
+//! the consistency conditions of clause 3.3.2 that hold under Delivery.
+
+pub mod rows;
+
+mod load;
+mod txns;
+mod verify;
+
+use std::fmt;
+use std::sync::atomic::AtomicU32;
+
+use granary::TableId;
+
+use crate::rng::Rng;
+
+/// Districts per warehouse (clause 1.2).
+pub const DISTRICTS: u8 = 10;
+/// Customers per district.
+pub const CUSTOMERS: u32 = 3000;
+/// Items in the catalogue.
+pub const ITEMS: u32 = 100_000;
+/// Orders loaded per district.
+pub const ORDERS: u32 = 3000;
+/// The first loaded order still undelivered (it has a NEW-ORDER row).
+pub const FIRST_UNDELIVERED: u32 = 2101;
+
+/// Which transactions to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mix {
+    /// 45% new-order, 43% payment, 4% each order-status, delivery,
+    /// stock-level (clause 5.2.3).
+    Standard,
+    /// New-order only (Silo Fig. 8).
+    NewOrderOnly,
+    /// 50% new-order, 50% stock-level (Silo Fig. 10).
+    NewOrderStockLevel,
+}
+
+/// TPC-C configuration.
+#[derive(Clone, Debug)]
+pub struct TpccConfig {
+    pub warehouses: u32,
+    pub mix: Mix,
+    /// Probability (percent) that a new-order item comes from a remote
+    /// warehouse (spec: 1).
+    pub remote_item_pct: f64,
+    /// Probability (percent) that a payment is for a remote customer
+    /// (spec: 15).
+    pub remote_payment_pct: u32,
+    /// Take order ids from a per-district atomic counter outside the
+    /// transaction instead of reading and writing D_NEXT_O_ID (Silo's
+    /// FastIds, Fig. 9).
+    pub fast_ids: bool,
+    /// Run stock-level as a read-only snapshot transaction (Silo Fig. 10).
+    pub snapshot_stock_level: bool,
+    /// Bind thread `i` to warehouse `i mod W + 1` (spec and Silo);
+    /// otherwise each transaction picks a random home warehouse.
+    pub bind_warehouses: bool,
+}
+
+impl TpccConfig {
+    /// The standard mix over `warehouses` warehouses.
+    pub fn new(warehouses: u32) -> TpccConfig {
+        TpccConfig {
+            warehouses,
+            mix: Mix::Standard,
+            remote_item_pct: 1.0,
+            remote_payment_pct: 15,
+            fast_ids: false,
+            snapshot_stock_level: false,
+            bind_warehouses: true,
+        }
+    }
+}
+
+/// The transaction types, in report order.
+pub const TYPES: [&str; 5] = [
+    "new_order",
+    "payment",
+    "order_status",
+    "delivery",
+    "stock_level",
+];
+const NEW_ORDER: usize = 0;
+const PAYMENT: usize = 1;
+const ORDER_STATUS: usize = 2;
+const DELIVERY: usize = 3;
+const STOCK_LEVEL: usize = 4;
+
+/// The nine tables and two indexes.
+#[derive(Clone, Copy, Debug)]
+pub struct Tables {
+    pub warehouse: TableId,
+    pub district: TableId,
+    pub customer: TableId,
+    pub customer_name: TableId,
+    pub history: TableId,
+    pub new_order: TableId,
+    pub order: TableId,
+    pub order_customer: TableId,
+    pub order_line: TableId,
+    pub item: TableId,
+    pub stock: TableId,
+}
+
+/// The workload: configuration, tables once loaded, FastIds counters.
+pub struct Tpcc {
+    pub cfg: TpccConfig,
+    tables: Option<Tables>,
+    /// FastIds: next order id per (warehouse, district).
+    next_ids: Vec<AtomicU32>,
+}
+
+/// A bad TPC-C configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Tpcc {
+    /// # Errors
+    /// [`ConfigError`] for zero or too many warehouses or a probability out
+    /// of range.
+    pub fn new(cfg: TpccConfig) -> Result<Tpcc, ConfigError> {
+        if cfg.warehouses == 0 || cfg.warehouses > 10_000 {
+            return Err(ConfigError(format!(
+                "warehouses must be in 1..=10000, got {}",
+                cfg.warehouses
+            )));
+        }
+        if !(0.0..=100.0).contains(&cfg.remote_item_pct) || cfg.remote_payment_pct > 100 {
+            return Err(ConfigError("remote percentages must be in 0..=100".into()));
+        }
+        let n = cfg.warehouses as usize * DISTRICTS as usize;
+        Ok(Tpcc {
+            cfg,
+            tables: None,
+            next_ids: (0..n).map(|_| AtomicU32::new(ORDERS + 1)).collect(),
+        })
+    }
+
+    /// The tables, once loaded.
+    pub fn tables(&self) -> Option<Tables> {
+        self.tables
+    }
+
+    fn next_id_slot(&self, w: u32, d: u8) -> &AtomicU32 {
+        &self.next_ids[(w as usize - 1) * DISTRICTS as usize + d as usize - 1]
+    }
+}
+
+/// Per-thread state.
+pub struct TpccThread {
+    rng: Rng,
+    /// Home warehouse when bound.
+    home: u32,
+    id: u16,
+    history_seq: u64,
+    buf: Vec<u8>,
+    /// Scratch for new-order's items.
+    items: Vec<(u32, u32, u8)>,
+}
+
+/// The constants C of NURand (clause 2.1.6): one set for the run; the
+/// load uses a different C for C_LAST within the allowed distance.
+pub(crate) const C_LAST_LOAD: u32 = 157;
+pub(crate) const C_LAST_RUN: u32 = 223;
+pub(crate) const C_ID: u32 = 259;
+pub(crate) const C_OL_I_ID: u32 = 7911;
+
+/// NURand(A, x, y) (clause 2.1.6).
+#[inline]
+pub fn nurand(rng: &mut Rng, a: u32, c: u32, x: u32, y: u32) -> u32 {
+    let r1 = uniform(rng, 0, a);
+    let r2 = uniform(rng, x, y);
+    (((r1 | r2) + c) % (y - x + 1)) + x
+}
+
+/// Uniform in `[lo, hi]`.
+#[inline]
+pub fn uniform(rng: &mut Rng, lo: u32, hi: u32) -> u32 {
+    lo + rng.below((hi - lo + 1) as u64) as u32
+}
+
+const SYLLABLES: [&str; 10] = [
+    "BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING",
+];
+
+/// The customer last name for number `n` in 0..=999 (clause 4.3.2.3).
+pub fn last_name(n: u32, out: &mut Vec<u8>) {
+    out.clear();
+    for d in [n / 100, (n / 10) % 10, n % 10] {
+        out.extend_from_slice(SYLLABLES[d as usize].as_bytes());
+    }
+}
+
+/// Random alphanumeric string of length in `[lo, hi]`.
+pub(crate) fn astring(rng: &mut Rng, lo: u32, hi: u32, out: &mut Vec<u8>) {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    out.clear();
+    let n = uniform(rng, lo, hi);
+    for _ in 0..n {
+        out.push(CHARS[rng.below(CHARS.len() as u64) as usize]);
+    }
+}
+
+/// Random numeric string of length in `[lo, hi]`.
+pub(crate) fn nstring(rng: &mut Rng, lo: u32, hi: u32, out: &mut Vec<u8>) {
+    out.clear();
+    let n = uniform(rng, lo, hi);
+    for _ in 0..n {
+        out.push(b'0' + rng.below(10) as u8);
+    }
+}
+
+/// "Now" for date fields: seconds since the Unix epoch (never 0, which
+/// stands for null).
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_secs().max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nurand_stays_in_range_and_is_skewed() {
+        let mut rng = Rng::new(3, 1);
+        let mut hits = vec![0u32; 3001];
+        for _ in 0..300_000 {
+            let c = nurand(&mut rng, 1023, C_ID, 1, 3000);
+            assert!((1..=3000).contains(&c));
+            hits[c as usize] += 1;
+        }
+        // Non-uniform: the most popular id is drawn far more often than
+        // the uniform share (100).
+        let max = *hits.iter().max().unwrap();
+        assert!(max > 300, "max {max}");
+        for _ in 0..100_000 {
+            let i = nurand(&mut rng, 8191, C_OL_I_ID, 1, ITEMS);
+            assert!((1..=ITEMS).contains(&i));
+            let l = nurand(&mut rng, 255, C_LAST_RUN, 0, 999);
+            assert!(l <= 999);
+        }
+    }
+
+    #[test]
+    fn c_last_distance_is_legal() {
+        // Clause 2.1.6.1: 65 ≤ |C_run − C_load| ≤ 119, not 96 or 112.
+        let d = C_LAST_RUN.abs_diff(C_LAST_LOAD);
+        assert!((65..=119).contains(&d) && d != 96 && d != 112);
+    }
+
+    #[test]
+    fn last_names() {
+        let mut b = Vec::new();
+        last_name(371, &mut b);
+        assert_eq!(b, b"PRICALLYOUGHT");
+        last_name(0, &mut b);
+        assert_eq!(b, b"BARBARBAR");
+    }
+
+    #[test]
+    fn config_errors() {
+        assert!(Tpcc::new(TpccConfig::new(0)).is_err());
+        let mut c = TpccConfig::new(1);
+        c.remote_item_pct = 101.0;
+        assert!(Tpcc::new(c).is_err());
+    }
+}

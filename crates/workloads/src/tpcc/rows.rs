@@ -1,0 +1,398 @@
+//! TPC-C rows (spec clause 1.3) as fixed-layout byte records, and their
+//! keys as big-endian composites (so the index orders them as the spec's
+//! primary keys).
+//!
+//! Every field is stored at full spec width (strings as a length plus a
+//! fixed buffer), so a row's size never changes and updates overwrite in
+//! place, as in Silo's TPC-C. Money is integer cents; rates (tax,
+//! discount) are integer basis points (1/10 000).
+
+use granary::TxError;
+
+/// A fixed-capacity string field.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Str<const N: usize> {
+    len: u16,
+    bytes: [u8; N],
+}
+
+impl<const N: usize> Default for Str<N> {
+    fn default() -> Self {
+        Str {
+            len: 0,
+            bytes: [0; N],
+        }
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Str<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+impl<const N: usize> Str<N> {
+    /// `s` truncated to the field's width.
+    pub fn new(s: &[u8]) -> Self {
+        let n = s.len().min(N);
+        let mut bytes = [0; N];
+        bytes[..n].copy_from_slice(&s[..n]);
+        Str {
+            len: n as u16,
+            bytes,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// A field of a fixed-layout row.
+pub trait Field: Sized {
+    fn put(&self, out: &mut Vec<u8>);
+    fn get(b: &mut &[u8]) -> Option<Self>;
+}
+
+macro_rules! int_field {
+    ($($t:ty),*) => {$(
+        impl Field for $t {
+            #[inline]
+            fn put(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            #[inline]
+            fn get(b: &mut &[u8]) -> Option<Self> {
+                const W: usize = std::mem::size_of::<$t>();
+                let (h, t) = b.split_first_chunk::<W>()?;
+                *b = t;
+                Some(<$t>::from_le_bytes(*h))
+            }
+        }
+    )*};
+}
+int_field!(u8, u16, u32, u64, i64);
+
+impl<const N: usize> Field for Str<N> {
+    #[inline]
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.bytes);
+    }
+    #[inline]
+    fn get(b: &mut &[u8]) -> Option<Self> {
+        let len = u16::get(b)?;
+        let (h, t) = b.split_first_chunk::<N>()?;
+        *b = t;
+        (len as usize <= N).then_some(Str { len, bytes: *h })
+    }
+}
+
+/// A row that cannot be decoded: the table holds something else.
+pub fn corrupt(table: &str) -> TxError {
+    TxError::user(format!("tpcc: undecodable {table} row"))
+}
+
+macro_rules! row {
+    ($(#[$m:meta])* $name:ident { $($f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $name { $(pub $f: $t),* }
+
+        impl $name {
+            /// Encode into `out` (cleared first).
+            #[inline]
+            pub fn encode(&self, out: &mut Vec<u8>) {
+                out.clear();
+                $( Field::put(&self.$f, out); )*
+            }
+
+            /// Decode a stored row.
+            ///
+            /// # Errors
+            /// A user error if the bytes are not such a row.
+            #[inline]
+            pub fn decode(mut b: &[u8]) -> Result<Self, TxError> {
+                let b = &mut b;
+                let r = (|| Some($name { $( $f: <$t as Field>::get(b)? ),* }))();
+                r.ok_or_else(|| corrupt(stringify!($name)))
+            }
+        }
+    };
+}
+
+row!(
+    /// WAREHOUSE (1.3.1).
+    Warehouse {
+        name: Str<10>,
+        street_1: Str<20>,
+        street_2: Str<20>,
+        city: Str<20>,
+        state: Str<2>,
+        zip: Str<9>,
+        tax: u32,
+        ytd: i64,
+    }
+);
+
+row!(
+    /// DISTRICT (1.3.2).
+    District {
+        name: Str<10>,
+        street_1: Str<20>,
+        street_2: Str<20>,
+        city: Str<20>,
+        state: Str<2>,
+        zip: Str<9>,
+        tax: u32,
+        ytd: i64,
+        next_o_id: u32,
+    }
+);
+
+row!(
+    /// CUSTOMER (1.3.3).
+    Customer {
+        first: Str<16>,
+        middle: Str<2>,
+        last: Str<16>,
+        street_1: Str<20>,
+        street_2: Str<20>,
+        city: Str<20>,
+        state: Str<2>,
+        zip: Str<9>,
+        phone: Str<16>,
+        since: u64,
+        credit: Str<2>,
+        credit_lim: i64,
+        discount: u32,
+        balance: i64,
+        ytd_payment: i64,
+        payment_cnt: u32,
+        delivery_cnt: u32,
+        data: Str<500>,
+    }
+);
+
+row!(
+    /// HISTORY (1.3.4).
+    History {
+        c_id: u32,
+        c_d_id: u8,
+        c_w_id: u32,
+        d_id: u8,
+        w_id: u32,
+        date: u64,
+        amount: i64,
+        data: Str<24>,
+    }
+);
+
+row!(
+    /// NEW-ORDER (1.3.5): the key is the row; the value is a marker.
+    NewOrder { present: u8 }
+);
+
+row!(
+    /// ORDER (1.3.6). `carrier_id` 0 is null.
+    Order {
+        c_id: u32,
+        entry_d: u64,
+        carrier_id: u8,
+        ol_cnt: u8,
+        all_local: u8,
+    }
+);
+
+row!(
+    /// ORDER-LINE (1.3.7). `delivery_d` 0 is null.
+    OrderLine {
+        i_id: u32,
+        supply_w_id: u32,
+        delivery_d: u64,
+        quantity: u8,
+        amount: i64,
+        dist_info: Str<24>,
+    }
+);
+
+row!(
+    /// ITEM (1.3.8).
+    Item {
+        im_id: u32,
+        name: Str<24>,
+        price: i64,
+        data: Str<50>,
+    }
+);
+
+row!(
+    /// STOCK (1.3.9).
+    Stock {
+        quantity: u32,
+        dist: [Str<24>; 10],
+        ytd: u64,
+        order_cnt: u32,
+        remote_cnt: u32,
+        data: Str<50>,
+    }
+);
+
+impl<T: Field + Default + Copy, const N: usize> Field for [T; N] {
+    fn put(&self, out: &mut Vec<u8>) {
+        for x in self {
+            x.put(out);
+        }
+    }
+    fn get(b: &mut &[u8]) -> Option<Self> {
+        let mut a = [T::default(); N];
+        for x in &mut a {
+            *x = T::get(b)?;
+        }
+        Some(a)
+    }
+}
+
+/// Keys: fixed-width big-endian composites.
+pub mod key {
+    #[inline]
+    pub fn warehouse(w: u32) -> [u8; 4] {
+        w.to_be_bytes()
+    }
+
+    #[inline]
+    pub fn district(w: u32, d: u8) -> [u8; 5] {
+        let mut k = [0; 5];
+        k[..4].copy_from_slice(&w.to_be_bytes());
+        k[4] = d;
+        k
+    }
+
+    #[inline]
+    pub fn customer(w: u32, d: u8, c: u32) -> [u8; 9] {
+        let mut k = [0; 9];
+        k[..5].copy_from_slice(&district(w, d));
+        k[5..].copy_from_slice(&c.to_be_bytes());
+        k
+    }
+
+    /// Customer-by-name index: (w, d, last, first, c). Names are padded
+    /// with zero bytes to 16, which keeps them ordered (names have no
+    /// zero bytes).
+    pub fn customer_name(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> [u8; 41] {
+        let mut k = [0; 41];
+        k[..5].copy_from_slice(&district(w, d));
+        k[5..5 + last.len().min(16)].copy_from_slice(&last[..last.len().min(16)]);
+        k[21..21 + first.len().min(16)].copy_from_slice(&first[..first.len().min(16)]);
+        k[37..].copy_from_slice(&c.to_be_bytes());
+        k
+    }
+
+    /// Prefix of [`customer_name`] for all customers with this last name.
+    pub fn customer_name_prefix(w: u32, d: u8, last: &[u8]) -> [u8; 21] {
+        let mut k = [0; 21];
+        k[..5].copy_from_slice(&district(w, d));
+        k[5..5 + last.len().min(16)].copy_from_slice(&last[..last.len().min(16)]);
+        k
+    }
+
+    /// The customer id at the end of a [`customer_name`] key.
+    pub fn customer_name_id(k: &[u8]) -> Option<u32> {
+        Some(u32::from_be_bytes(k.get(37..41)?.try_into().ok()?))
+    }
+
+    /// ORDER and NEW-ORDER: (w, d, o).
+    #[inline]
+    pub fn order(w: u32, d: u8, o: u32) -> [u8; 9] {
+        customer(w, d, o)
+    }
+
+    /// The order id at the end of an [`order`] key.
+    pub fn order_id(k: &[u8]) -> Option<u32> {
+        Some(u32::from_be_bytes(k.get(5..9)?.try_into().ok()?))
+    }
+
+    /// Order-by-customer index: (w, d, c, o).
+    pub fn order_customer(w: u32, d: u8, c: u32, o: u32) -> [u8; 13] {
+        let mut k = [0; 13];
+        k[..9].copy_from_slice(&customer(w, d, c));
+        k[9..].copy_from_slice(&o.to_be_bytes());
+        k
+    }
+
+    /// The order id at the end of an [`order_customer`] key.
+    pub fn order_customer_id(k: &[u8]) -> Option<u32> {
+        Some(u32::from_be_bytes(k.get(9..13)?.try_into().ok()?))
+    }
+
+    /// ORDER-LINE: (w, d, o, number).
+    #[inline]
+    pub fn order_line(w: u32, d: u8, o: u32, n: u8) -> [u8; 10] {
+        let mut k = [0; 10];
+        k[..9].copy_from_slice(&order(w, d, o));
+        k[9] = n;
+        k
+    }
+
+    #[inline]
+    pub fn item(i: u32) -> [u8; 4] {
+        i.to_be_bytes()
+    }
+
+    #[inline]
+    pub fn stock(w: u32, i: u32) -> [u8; 8] {
+        let mut k = [0; 8];
+        k[..4].copy_from_slice(&w.to_be_bytes());
+        k[4..].copy_from_slice(&i.to_be_bytes());
+        k
+    }
+
+    /// HISTORY has no primary key: (w, thread, sequence) keeps inserts
+    /// from different threads apart.
+    #[inline]
+    pub fn history(w: u32, thread: u16, seq: u64) -> [u8; 14] {
+        let mut k = [0; 14];
+        k[..4].copy_from_slice(&w.to_be_bytes());
+        k[4..6].copy_from_slice(&thread.to_be_bytes());
+        k[6..].copy_from_slice(&seq.to_be_bytes());
+        k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_and_reject_garbage() {
+        let mut s = Stock {
+            quantity: 42,
+            ytd: 7,
+            data: Str::new(b"ORIGINAL"),
+            ..Stock::default()
+        };
+        s.dist[3] = Str::new(b"abcdefghijklmnopqrstuvwxyz");
+        let mut buf = Vec::new();
+        s.encode(&mut buf);
+        let back = Stock::decode(&buf).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.dist[3].as_bytes(), b"abcdefghijklmnopqrstuvwx");
+        assert!(Stock::decode(&buf[..buf.len() - 1]).is_err());
+        let c = Customer::default();
+        c.encode(&mut buf);
+        assert!(buf.len() > 600, "full-width customer row: {}", buf.len());
+    }
+
+    #[test]
+    fn keys_order_like_the_primary_keys() {
+        assert!(key::order(1, 2, 300) < key::order(1, 3, 1));
+        assert!(key::order_line(1, 1, 5, 15) < key::order_line(1, 1, 6, 1));
+        assert!(
+            key::customer_name(1, 1, b"ABLE", b"ZED", 9)
+                < key::customer_name(1, 1, b"ABLEX", b"A", 1)
+        );
+        let k = key::customer_name(3, 4, b"BAR", b"FOO", 1234);
+        assert_eq!(key::customer_name_id(&k), Some(1234));
+        assert!(k.starts_with(&key::customer_name_prefix(3, 4, b"BAR")));
+    }
+}
