@@ -100,7 +100,7 @@ fn opts(c: &CommonArgs) -> Options {
         .max_workers(c.threads + 16)
 }
 
-fn check_common(c: &CommonArgs) -> Result<(), String> {
+pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
     let positive =
         c.seconds.is_finite() && c.seconds > 0.0 && c.warmup.is_finite() && c.warmup >= 0.0;
     if c.threads == 0 || !positive || c.latency_every == 0 {
@@ -110,7 +110,7 @@ fn check_common(c: &CommonArgs) -> Result<(), String> {
 }
 
 /// Load and run `w` on a fresh Silo database; print and write the report.
-fn drive<W: Workload, C: Serialize>(
+pub(crate) fn drive<W: Workload, C: Serialize>(
     name: &'static str,
     mut w: W,
     c: &CommonArgs,

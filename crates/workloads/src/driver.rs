@@ -112,6 +112,36 @@ impl Latency {
     }
 }
 
+/// One transaction type's time, split as the performance study's Fig. 2
+/// and 4 split it: fractions of the type's total time, summing to 1.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Breakdown {
+    pub name: &'static str,
+    /// Index operations: tree lookups, inserts, scans' leaf walks.
+    pub index: f64,
+    /// Reading and writing records: copies in and out, encoding.
+    pub record: f64,
+    /// Concurrency control and commit: validation, locking, installing.
+    pub commit: f64,
+    /// Work of attempts that then aborted.
+    pub aborted: f64,
+    /// Everything else: the procedure's own logic, the driver.
+    pub other: f64,
+}
+
+/// `(quantile, µs)` points of a histogram: every percentile to 99, then
+/// finer steps to the maximum.
+fn cdf(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut qs: Vec<f64> = (1..=99).map(|p| p as f64 / 100.0).collect();
+    qs.extend([0.995, 0.999, 0.9995, 0.9999, 1.0]);
+    qs.into_iter()
+        .map(|q| (q, h.value_at_quantile(q) as f64 / 1000.0))
+        .collect()
+}
+
 /// What a run measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
@@ -127,6 +157,12 @@ pub struct RunReport {
     pub per_second: Vec<u64>,
     pub types: Vec<TypeReport>,
     pub latency_us: Latency,
+    /// The latency distribution of all types together, as
+    /// `(quantile, microseconds)` points (for CDF plots).
+    pub latency_cdf_us: Vec<(f64, f64)>,
+    /// `--breakdown`: where each transaction type's time went. `None` when
+    /// not measured.
+    pub breakdown: Option<Vec<Breakdown>>,
     /// Resident set size at the end of the run, bytes (Linux; 0 elsewhere).
     pub rss_bytes: u64,
     /// Peak resident set size, bytes (Linux; 0 elsewhere).
@@ -393,6 +429,8 @@ pub fn run<W: Workload, E: Engine>(
         per_second,
         types: type_reports,
         latency_us: Latency::of(&all),
+        latency_cdf_us: cdf(&all),
+        breakdown: None,
         rss_bytes,
         peak_rss_bytes,
         invariant_violations: w.verify(engine)?,
