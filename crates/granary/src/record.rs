@@ -50,11 +50,18 @@ const _: () = assert!(
 /// zero padded.
 #[inline]
 fn value_words(value: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    value.chunks(8).map(|c| {
+    // Whole words as plain loads (a variable-length copy per word would be
+    // a `memcpy` call each); only the tail is padded.
+    let whole = value.chunks_exact(8);
+    let rest = whole.remainder();
+    let tail = (!rest.is_empty()).then(|| {
         let mut b = [0u8; 8];
-        b[..c.len()].copy_from_slice(c);
+        b[..rest.len()].copy_from_slice(rest);
         u64::from_ne_bytes(b)
-    })
+    });
+    whole
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        .chain(tail)
 }
 
 fn layout(cap: usize) -> Layout {

@@ -280,7 +280,7 @@ fn load_warehouse<R: TxRunner>(
             }
             .encode(&mut v);
             // Loader histories use thread id 0xFFFF, apart from workers'.
-            let seq = (d as u64) << 32 | c as u64;
+            let seq = d as u64 * CUSTOMERS as u64 + c as u64;
             b.add(t.history, &key::history(w, 0xFFFF, seq), &v)?;
         }
 

@@ -176,6 +176,9 @@ pub struct TpccThread {
     home: u32,
     id: u16,
     history_seq: u64,
+    /// Delivery: per warehouse, per district, the oldest order id that
+    /// may still have a NEW-ORDER row.
+    delivery_hints: std::collections::HashMap<u32, [u32; DISTRICTS as usize]>,
     buf: Vec<u8>,
     /// Scratch for new-order's items.
     items: Vec<(u32, u32, u8)>,

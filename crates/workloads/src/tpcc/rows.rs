@@ -253,85 +253,105 @@ impl<T: Field + Default + Copy, const N: usize> Field for [T; N] {
     }
 }
 
-/// Keys: fixed-width big-endian composites.
+/// Keys: composites packed into one big-endian `u64` wherever they fit, so
+/// the index compares them as single integers (keys over 8 bytes are
+/// stored out of line and compared with `memcmp`). Field widths: warehouse
+/// 14 bits (the spec's limit is 10 000), district 4, customer 12, order 28
+/// (268 M orders per district), order-line number 4, item 17; packing
+/// high-to-low keeps the primary-key order. Only the customer-by-name
+/// index needs a longer key.
 pub mod key {
+    /// The largest order id a key can hold.
+    pub const MAX_ORDER_ID: u32 = (1 << 28) - 1;
+
+    #[inline]
+    fn pack(fields: &[(u64, u32)]) -> [u8; 8] {
+        let mut x = 0u64;
+        let mut used = 0;
+        for &(v, bits) in fields {
+            debug_assert!(v < 1 << bits, "key field {v} over {bits} bits");
+            x = x << bits | (v & ((1 << bits) - 1));
+            used += bits;
+        }
+        (x << (64 - used)).to_be_bytes()
+    }
+
+    #[inline]
+    fn unpack(k: &[u8], shift_from_top: u32, bits: u32) -> Option<u32> {
+        let x = u64::from_be_bytes(k.get(..8)?.try_into().ok()?);
+        Some(((x << shift_from_top) >> (64 - bits)) as u32)
+    }
+
     #[inline]
     pub fn warehouse(w: u32) -> [u8; 4] {
         w.to_be_bytes()
     }
 
     #[inline]
-    pub fn district(w: u32, d: u8) -> [u8; 5] {
-        let mut k = [0; 5];
-        k[..4].copy_from_slice(&w.to_be_bytes());
-        k[4] = d;
-        k
+    pub fn district(w: u32, d: u8) -> [u8; 8] {
+        pack(&[(w as u64, 14), (d as u64, 4)])
     }
 
     #[inline]
-    pub fn customer(w: u32, d: u8, c: u32) -> [u8; 9] {
-        let mut k = [0; 9];
-        k[..5].copy_from_slice(&district(w, d));
-        k[5..].copy_from_slice(&c.to_be_bytes());
-        k
+    pub fn customer(w: u32, d: u8, c: u32) -> [u8; 8] {
+        pack(&[(w as u64, 14), (d as u64, 4), (c as u64, 12)])
     }
 
     /// Customer-by-name index: (w, d, last, first, c). Names are padded
     /// with zero bytes to 16, which keeps them ordered (names have no
     /// zero bytes).
-    pub fn customer_name(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> [u8; 41] {
-        let mut k = [0; 41];
-        k[..5].copy_from_slice(&district(w, d));
-        k[5..5 + last.len().min(16)].copy_from_slice(&last[..last.len().min(16)]);
-        k[21..21 + first.len().min(16)].copy_from_slice(&first[..first.len().min(16)]);
-        k[37..].copy_from_slice(&c.to_be_bytes());
+    pub fn customer_name(w: u32, d: u8, last: &[u8], first: &[u8], c: u32) -> [u8; 40] {
+        let mut k = [0; 40];
+        k[..4].copy_from_slice(&district(w, d)[..4]);
+        k[4..4 + last.len().min(16)].copy_from_slice(&last[..last.len().min(16)]);
+        k[20..20 + first.len().min(16)].copy_from_slice(&first[..first.len().min(16)]);
+        k[36..].copy_from_slice(&c.to_be_bytes());
         k
     }
 
     /// Prefix of [`customer_name`] for all customers with this last name.
-    pub fn customer_name_prefix(w: u32, d: u8, last: &[u8]) -> [u8; 21] {
-        let mut k = [0; 21];
-        k[..5].copy_from_slice(&district(w, d));
-        k[5..5 + last.len().min(16)].copy_from_slice(&last[..last.len().min(16)]);
+    pub fn customer_name_prefix(w: u32, d: u8, last: &[u8]) -> [u8; 20] {
+        let mut k = [0; 20];
+        k[..4].copy_from_slice(&district(w, d)[..4]);
+        k[4..4 + last.len().min(16)].copy_from_slice(&last[..last.len().min(16)]);
         k
     }
 
     /// The customer id at the end of a [`customer_name`] key.
     pub fn customer_name_id(k: &[u8]) -> Option<u32> {
-        Some(u32::from_be_bytes(k.get(37..41)?.try_into().ok()?))
+        Some(u32::from_be_bytes(k.get(36..40)?.try_into().ok()?))
     }
 
     /// ORDER and NEW-ORDER: (w, d, o).
     #[inline]
-    pub fn order(w: u32, d: u8, o: u32) -> [u8; 9] {
-        customer(w, d, o)
+    pub fn order(w: u32, d: u8, o: u32) -> [u8; 8] {
+        pack(&[(w as u64, 14), (d as u64, 4), (o as u64, 28)])
     }
 
-    /// The order id at the end of an [`order`] key.
+    /// The order id of an [`order`] or [`order_line`] key.
     pub fn order_id(k: &[u8]) -> Option<u32> {
-        Some(u32::from_be_bytes(k.get(5..9)?.try_into().ok()?))
+        unpack(k, 18, 28)
     }
 
     /// Order-by-customer index: (w, d, c, o).
-    pub fn order_customer(w: u32, d: u8, c: u32, o: u32) -> [u8; 13] {
-        let mut k = [0; 13];
-        k[..9].copy_from_slice(&customer(w, d, c));
-        k[9..].copy_from_slice(&o.to_be_bytes());
-        k
+    pub fn order_customer(w: u32, d: u8, c: u32, o: u32) -> [u8; 8] {
+        pack(&[
+            (w as u64, 14),
+            (d as u64, 4),
+            (c as u64, 12),
+            (o as u64, 28),
+        ])
     }
 
     /// The order id at the end of an [`order_customer`] key.
     pub fn order_customer_id(k: &[u8]) -> Option<u32> {
-        Some(u32::from_be_bytes(k.get(9..13)?.try_into().ok()?))
+        unpack(k, 30, 28)
     }
 
     /// ORDER-LINE: (w, d, o, number).
     #[inline]
-    pub fn order_line(w: u32, d: u8, o: u32, n: u8) -> [u8; 10] {
-        let mut k = [0; 10];
-        k[..9].copy_from_slice(&order(w, d, o));
-        k[9] = n;
-        k
+    pub fn order_line(w: u32, d: u8, o: u32, n: u8) -> [u8; 8] {
+        pack(&[(w as u64, 14), (d as u64, 4), (o as u64, 28), (n as u64, 4)])
     }
 
     #[inline]
@@ -341,21 +361,14 @@ pub mod key {
 
     #[inline]
     pub fn stock(w: u32, i: u32) -> [u8; 8] {
-        let mut k = [0; 8];
-        k[..4].copy_from_slice(&w.to_be_bytes());
-        k[4..].copy_from_slice(&i.to_be_bytes());
-        k
+        pack(&[(w as u64, 14), (i as u64, 17)])
     }
 
     /// HISTORY has no primary key: (w, thread, sequence) keeps inserts
     /// from different threads apart.
     #[inline]
-    pub fn history(w: u32, thread: u16, seq: u64) -> [u8; 14] {
-        let mut k = [0; 14];
-        k[..4].copy_from_slice(&w.to_be_bytes());
-        k[4..6].copy_from_slice(&thread.to_be_bytes());
-        k[6..].copy_from_slice(&seq.to_be_bytes());
-        k
+    pub fn history(w: u32, thread: u16, seq: u64) -> [u8; 8] {
+        pack(&[(w as u64, 14), (thread as u64, 16), (seq, 34)])
     }
 }
 
@@ -390,6 +403,20 @@ mod tests {
         assert!(
             key::customer_name(1, 1, b"ABLE", b"ZED", 9)
                 < key::customer_name(1, 1, b"ABLEX", b"A", 1)
+        );
+        assert!(key::order_line(1, 1, 5, 15) < key::order_line(1, 2, 1, 1));
+        assert!(key::customer(1, 10, 3000) < key::customer(2, 1, 1));
+        assert_eq!(
+            key::order_id(&key::order_line(77, 9, 123_456, 3)),
+            Some(123_456)
+        );
+        assert_eq!(
+            key::order_id(&key::order(10_000, 10, key::MAX_ORDER_ID)),
+            Some(key::MAX_ORDER_ID)
+        );
+        assert_eq!(
+            key::order_customer_id(&key::order_customer(5, 3, 2999, 4242)),
+            Some(4242)
         );
         let k = key::customer_name(3, 4, b"BAR", b"FOO", 1234);
         assert_eq!(key::customer_name_id(&k), Some(1234));

@@ -172,6 +172,12 @@ impl Tpcc {
                 Some(o) => o,
                 None => {
                     let o = dist.next_o_id;
+                    if o > key::MAX_ORDER_ID {
+                        return Err(TxError::Failed(Error::InvalidOption(format!(
+                            "district ({w},{d}) ran out of order ids ({})",
+                            key::MAX_ORDER_ID
+                        ))));
+                    }
                     dist.next_o_id += 1;
                     dist.encode(buf);
                     tx.put(t.district, &dk, buf)?;
@@ -328,7 +334,7 @@ impl Tpcc {
             )?;
             // The customer's most recent order: last key of (w, d, c, *).
             let lo = key::order_customer(w, d, c, 0);
-            let hi = key::order_customer(w, d, c, u32::MAX);
+            let hi = key::order_customer(w, d, c, key::MAX_ORDER_ID);
             let mut last = None;
             tx.scan(
                 t.order_customer,
@@ -347,7 +353,7 @@ impl Tpcc {
             tx.scan(
                 t.order_line,
                 Bound::Included(&key::order_line(w, d, o, 0)),
-                Bound::Included(&key::order_line(w, d, o, u8::MAX)),
+                Bound::Included(&key::order_line(w, d, o, 15)),
                 usize::MAX,
                 false,
                 |_, v| {
@@ -372,13 +378,25 @@ impl Tpcc {
         let carrier = uniform(&mut th.rng, 1, 10) as u8;
         let buf = &mut th.buf;
         let date = now();
+        // Start each district's scan at the oldest undelivered order this
+        // thread last saw, as Silo's tpcc.cc does (`last_no_o_ids`):
+        // delivered NEW-ORDER rows stay in the tree as absent records
+        // until garbage collection unhooks them, and scanning from 0 would
+        // walk all of them. New orders only get larger ids and delivery
+        // takes the oldest, so no row below the hint can appear; a stale
+        // (too low) hint only costs time.
+        let hints = th
+            .delivery_hints
+            .entry(w)
+            .or_insert([0; DISTRICTS as usize]);
+        let mut found = [0u32; DISTRICTS as usize];
         ex.txn(DELIVERY, |tx| {
             for d in 1..=DISTRICTS {
                 let mut oldest = None;
                 tx.scan(
                     t.new_order,
-                    Bound::Included(&key::order(w, d, 0)),
-                    Bound::Included(&key::order(w, d, u32::MAX)),
+                    Bound::Included(&key::order(w, d, hints[d as usize - 1])),
+                    Bound::Included(&key::order(w, d, key::MAX_ORDER_ID)),
                     1,
                     false,
                     |k, _| {
@@ -387,6 +405,7 @@ impl Tpcc {
                     },
                 )?;
                 let Some(o) = oldest else { continue };
+                found[d as usize - 1] = o + 1;
                 let ok = key::order(w, d, o);
                 tx.delete(t.new_order, &ok)?;
                 let mut order = get_row(tx, t.order, &ok, Order::decode, "oorder")?;
@@ -411,6 +430,9 @@ impl Tpcc {
             }
             Ok(())
         })?;
+        for (h, f) in hints.iter_mut().zip(found) {
+            *h = (*h).max(f);
+        }
         Ok(())
     }
 
@@ -493,6 +515,7 @@ impl Workload for Tpcc {
             home: (id as u32 % self.cfg.warehouses) + 1,
             id: id as u16,
             history_seq: 0,
+            delivery_hints: Default::default(),
             buf: Vec::with_capacity(1024),
             items: Vec::with_capacity(15),
         }

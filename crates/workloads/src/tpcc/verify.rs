@@ -30,7 +30,7 @@ fn district_state<T: Tx>(tx: &mut T, tpcc: &Tpcc, w: u32, d: u8) -> Result<Distr
     let dist = District::decode(dv)?;
     s.ytd = dist.ytd;
     s.next_o_id = dist.next_o_id;
-    let (lo, hi) = (key::order(w, d, 0), key::order(w, d, u32::MAX));
+    let (lo, hi) = (key::order(w, d, 0), key::order(w, d, key::MAX_ORDER_ID));
     let mut bad = None;
     tx.scan(
         t.order,
@@ -64,7 +64,7 @@ fn district_state<T: Tx>(tx: &mut T, tpcc: &Tpcc, w: u32, d: u8) -> Result<Distr
     )?;
     let (llo, lhi) = (
         key::order_line(w, d, 0, 0),
-        key::order_line(w, d, u32::MAX, u8::MAX),
+        key::order_line(w, d, key::MAX_ORDER_ID, 15),
     );
     tx.scan(
         t.order_line,
