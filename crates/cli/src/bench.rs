@@ -34,6 +34,11 @@ pub struct CommonArgs {
     /// Time one transaction in this many (1 = every one).
     #[arg(long, default_value_t = 1)]
     pub latency_every: u32,
+    /// Report where each transaction type's time goes (index, record
+    /// access, commit, aborted work, other), as the Silo performance study
+    /// does. Adds two clock reads per probed operation; off by default.
+    #[arg(long)]
+    pub breakdown: bool,
     /// Write every figure, the configuration and the machine as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -139,6 +144,7 @@ pub(crate) fn drive<W: Workload, C: Serialize>(
         duration: Duration::from_secs_f64(c.seconds),
         seed,
         latency_every: c.latency_every,
+        breakdown: c.breakdown,
     };
     let pb = progress((c.warmup + c.seconds).ceil() as u64, "running");
     let r = driver::run(&w, &db, &cfg, &|el, _| pb.set_position(el as u64))
@@ -201,6 +207,24 @@ fn print_report(name: &str, threads: usize, r: &RunReport) {
             t.latency_us.max,
             reasons.join(" ")
         );
+    }
+    if let Some(b) = &r.breakdown {
+        println!(
+            "  {:<14} {:>8} {:>8} {:>8} {:>8} {:>8}   (share of each type's time)",
+            "breakdown", "index", "record", "commit", "aborted", "other"
+        );
+        for t in b {
+            let pct = |x: f64| format!("{:.1}%", x * 100.0);
+            println!(
+                "  {:<14} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                t.name,
+                pct(t.index),
+                pct(t.record),
+                pct(t.commit),
+                pct(t.aborted),
+                pct(t.other)
+            );
+        }
     }
     println!("  per second: {:?}", r.per_second);
     println!(

@@ -56,5 +56,5 @@ pub use secondary::SecondaryIndex;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
 pub use tx::{Engine, ReadOnly, Session, Tx, TxRunner};
-pub use txn::{KeyValue, Transaction};
+pub use txn::{ticks, KeyValue, Profile, Transaction};
 pub use worker::{Stats, Worker};

@@ -18,7 +18,7 @@ use crate::db::TableId;
 use crate::error::{AbortReason, Error, TxError};
 use crate::snapshot::Snapshot;
 use crate::tid::Tid;
-use crate::txn::Transaction;
+use crate::txn::{Profile, Transaction};
 use crate::worker::{Stats, Worker};
 
 /// The operations of a transaction over byte keys and values.
@@ -156,6 +156,16 @@ pub trait TxRunner {
     /// Counters since the runner was created (or last reset).
     fn stats(&self) -> &Stats;
 
+    /// Start (or stop) collecting a cost breakdown. Protocols without
+    /// instrumentation ignore it.
+    fn set_profiling(&mut self, _on: bool) {}
+
+    /// The breakdown since the last call, reset; `None` if the protocol
+    /// does not collect one.
+    fn take_profile(&mut self) -> Option<Profile> {
+        None
+    }
+
     /// Run a read-only body against a consistent snapshot (Silo §4.9: it
     /// never aborts). Protocols without snapshots run it as a regular
     /// transaction, retried on conflict.
@@ -250,6 +260,14 @@ impl TxRunner for Worker {
 
     fn stats(&self) -> &Stats {
         Worker::stats(self)
+    }
+
+    fn set_profiling(&mut self, on: bool) {
+        Worker::set_profiling(self, on);
+    }
+
+    fn take_profile(&mut self) -> Option<Profile> {
+        Some(Worker::take_profile(self))
     }
 
     fn snapshot_read<T>(

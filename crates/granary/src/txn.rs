@@ -80,6 +80,49 @@ fn key_hash(t: TableId, key: &[u8]) -> u64 {
     h
 }
 
+/// Where a worker's transaction time went, in [`ticks`], for the cost
+/// breakdown of the Silo performance study (its Fig. 2 and 4): index
+/// operations, record access (copying values in and out), and concurrency
+/// control / commit. Collected only while profiling is on
+/// ([`Worker::set_profiling`](crate::Worker::set_profiling)); when off each
+/// probe is one predictable branch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// Tree lookups, inserts and scans' leaf walks.
+    pub index: u64,
+    /// Copying record values out (reads) and into the write buffer.
+    pub record: u64,
+    /// Commit: locking, validation, TID choice, installing, unlocking.
+    pub commit: u64,
+}
+
+/// A cheap monotonic tick counter for [`Profile`]: the time-stamp counter
+/// on x86-64, nanoseconds elsewhere. Only differences are meaningful.
+#[inline]
+pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions on x86-64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static BASE: OnceLock<std::time::Instant> = OnceLock::new();
+        BASE.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// Start a probe: the current ticks if profiling, else 0.
+#[inline]
+fn probe(on: bool) -> u64 {
+    if on {
+        ticks()
+    } else {
+        0
+    }
+}
+
 /// Hasher for the write-set indexes, whose keys are already-mixed `u64`s
 /// (`key_hash`) or record addresses: one multiply, not SipHash (which cost
 /// ~10% of TPC-C's instructions here).
@@ -300,7 +343,11 @@ impl<'w> Transaction<'w> {
         }
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
+        let t0 = probe(self.c.profiling);
         let l = self.table(t).tree.get(key, &pin);
+        if self.c.profiling {
+            self.c.prof.index += ticks() - t0;
+        }
         match l.value {
             Some(p) => Found::Record(p as *const Record),
             None => Found::Missing(l.leaf, l.version),
@@ -335,8 +382,13 @@ impl<'w> Transaction<'w> {
                     Found::Record(p) => {
                         // SAFETY: reachable from the tree while pinned.
                         let rec = unsafe { &*p };
+                        let t0 = probe(self.c.profiling);
                         let st = &mut self.c.st;
                         let tid = rec.read(&mut st.buf);
+                        if self.c.profiling {
+                            self.c.prof.record += ticks() - t0;
+                        }
+                        let st = &mut self.c.st;
                         if !tid.is_latest() {
                             continue; // superseded by a bigger copy: look again
                         }
@@ -487,6 +539,9 @@ impl<'w> Transaction<'w> {
         let mut emitted = 0;
         let mut buf = std::mem::take(&mut st.buf);
         let mut node_set = std::mem::take(&mut st.node_set);
+        let profiling = self.c.profiling;
+        let scan_start = probe(profiling);
+        let mut in_records = 0;
         tree.scan(
             lo,
             hi,
@@ -502,8 +557,12 @@ impl<'w> Transaction<'w> {
                     return f(key, &st.arena[s as usize..(s + n) as usize]) && emitted < limit;
                 }
                 let tid = loop {
+                    let t0 = probe(profiling);
                     // SAFETY: reachable from the tree while pinned.
                     let tid = unsafe { &*p }.read(&mut buf);
+                    if profiling {
+                        in_records += ticks() - t0;
+                    }
                     if tid.is_latest() {
                         break tid;
                     }
@@ -523,6 +582,11 @@ impl<'w> Transaction<'w> {
         );
         st.buf = buf;
         st.node_set = node_set;
+        if profiling {
+            let all = ticks() - scan_start;
+            self.c.prof.record += in_records;
+            self.c.prof.index += all.saturating_sub(in_records);
+        }
         Ok(())
     }
 
@@ -583,7 +647,12 @@ impl<'w> Transaction<'w> {
             .alloc(PLACEHOLDER, &[], value.len(), std::ptr::null_mut());
         // SAFETY: pinned for the whole transaction.
         let mut pin = unsafe { ReadPin::new() };
-        match self.table(t).tree.insert(key, ph.as_ptr() as u64, &mut pin) {
+        let t0 = probe(self.c.profiling);
+        let inserted = self.table(t).tree.insert(key, ph.as_ptr() as u64, &mut pin);
+        if self.c.profiling {
+            self.c.prof.index += ticks() - t0;
+        }
+        match inserted {
             Insert::Exists { .. } => {
                 // SAFETY: never published.
                 unsafe { self.c.pool.free(ph, value.len().div_ceil(8) * 8) };
@@ -622,8 +691,18 @@ impl<'w> Transaction<'w> {
         self.doomed.is_none() && validate(&self.c.st, false, true).is_ok()
     }
 
-    /// Fig. 2. On failure everything is rolled back.
+    /// Fig. 2, timed when profiling.
     pub(crate) fn commit(&mut self) -> Result<(), AbortReason> {
+        let t0 = probe(self.c.profiling);
+        let r = self.commit_inner();
+        if self.c.profiling {
+            self.c.prof.commit += ticks() - t0;
+        }
+        r
+    }
+
+    /// Fig. 2. On failure everything is rolled back.
+    fn commit_inner(&mut self) -> Result<(), AbortReason> {
         if let Some(r) = self.doomed {
             self.abort();
             return Err(r);

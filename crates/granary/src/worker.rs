@@ -110,6 +110,9 @@ pub(crate) struct Core {
     pub pool: crate::record::Pool,
     /// The reclamation bounds at the last collection.
     pub gc_seen: (u64, u64),
+    /// Cost breakdown collection (off unless asked for).
+    pub profiling: bool,
+    pub prof: crate::txn::Profile,
 }
 
 // SAFETY: the raw pointers a worker holds (transaction sets, garbage,
@@ -256,6 +259,18 @@ impl Worker {
                 open: true,
             },
         }
+    }
+
+    /// Collect a cost breakdown ([`Profile`](crate::Profile)) from now on
+    /// (or stop). Costs two tick reads per probed operation while on.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.core.profiling = on;
+    }
+
+    /// The breakdown collected since the last call (zeros if profiling is
+    /// off), and reset it.
+    pub fn take_profile(&mut self) -> crate::txn::Profile {
+        std::mem::take(&mut self.core.prof)
     }
 
     /// The TID of this worker's last committed transaction that wrote

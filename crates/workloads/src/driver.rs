@@ -67,6 +67,8 @@ pub struct DriverConfig {
     /// Time every `latency_every`-th transaction (1 = all). Clock reads
     /// cost ~25 ns each, noticeable on sub-microsecond transactions.
     pub latency_every: u32,
+    /// Collect the per-type cost breakdown ([`Breakdown`]).
+    pub breakdown: bool,
 }
 
 /// One transaction type's figures over the measured period.
@@ -181,8 +183,19 @@ struct Live {
     completed: AtomicU64,
 }
 
+/// Per-type breakdown accumulators, in ticks.
+#[derive(Clone, Copy, Default)]
+struct Ticks {
+    total: u64,
+    index: u64,
+    record: u64,
+    commit: u64,
+    aborted: u64,
+}
+
 /// A thread's private tallies.
 struct Tally {
+    ticks: Vec<Ticks>,
     commits: Vec<u64>,
     user_aborts: Vec<u64>,
     aborts: Vec<[u64; AbortReason::ALL.len()]>,
@@ -193,6 +206,7 @@ impl Tally {
     fn new(types: usize) -> Tally {
         let h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds");
         Tally {
+            ticks: vec![Ticks::default(); types],
             commits: vec![0; types],
             user_aborts: vec![0; types],
             aborts: vec![[0; AbortReason::ALL.len()]; types],
@@ -202,6 +216,12 @@ impl Tally {
 
     fn merge(&mut self, o: &Tally) {
         for i in 0..self.commits.len() {
+            let (a, b) = (&mut self.ticks[i], &o.ticks[i]);
+            a.total += b.total;
+            a.index += b.index;
+            a.record += b.record;
+            a.commit += b.commit;
+            a.aborted += b.aborted;
             self.commits[i] += o.commits[i];
             self.user_aborts[i] += o.user_aborts[i];
             for (a, b) in self.aborts[i].iter_mut().zip(&o.aborts[i]) {
@@ -220,6 +240,7 @@ pub struct Exec<'a, R: TxRunner> {
     completed: u64,
     latency_every: u32,
     tick: u32,
+    breakdown: bool,
 }
 
 impl<R: TxRunner> Exec<'_, R> {
@@ -242,7 +263,22 @@ impl<R: TxRunner> Exec<'_, R> {
             Instant::now()
         });
         let out = loop {
-            match self.runner.try_run(&mut body) {
+            let t0 = if self.breakdown { granary::ticks() } else { 0 };
+            let r = self.runner.try_run(&mut body);
+            if self.breakdown {
+                let spent = granary::ticks() - t0;
+                let p = self.runner.take_profile().unwrap_or_default();
+                let b = &mut self.tally.ticks[ty];
+                if matches!(r, Ok(Err(_))) {
+                    b.aborted += spent;
+                } else {
+                    b.index += p.index;
+                    b.record += p.record;
+                    b.commit += p.commit;
+                }
+                b.total += spent;
+            }
+            match r {
                 Ok(Ok(v)) => {
                     self.tally.commits[ty] += 1;
                     break Some(v);
@@ -326,7 +362,9 @@ pub fn run<W: Workload, E: Engine>(
                         completed: 0,
                         latency_every: cfg.latency_every.max(1),
                         tick: 0,
+                        breakdown: cfg.breakdown,
                     };
+                    exec.runner.set_profiling(cfg.breakdown);
                     let mut measuring = false;
                     let mut base = 0;
                     loop {
@@ -401,6 +439,24 @@ pub fn run<W: Workload, E: Engine>(
     }
     let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
     let mut type_reports = Vec::new();
+    let breakdown = cfg.breakdown.then(|| {
+        types
+            .iter()
+            .zip(&total.ticks)
+            .map(|(&name, t)| {
+                let all = t.total.max(1) as f64;
+                let known = (t.index + t.record + t.commit + t.aborted) as f64;
+                Breakdown {
+                    name,
+                    index: t.index as f64 / all,
+                    record: t.record as f64 / all,
+                    commit: t.commit as f64 / all,
+                    aborted: t.aborted as f64 / all,
+                    other: ((all - known) / all).max(0.0),
+                }
+            })
+            .collect()
+    });
     let (mut commits, mut aborts) = (0, 0);
     for (i, &name) in types.iter().enumerate() {
         all.add(&total.latency[i]).expect("same bounds");
@@ -430,7 +486,7 @@ pub fn run<W: Workload, E: Engine>(
         types: type_reports,
         latency_us: Latency::of(&all),
         latency_cdf_us: cdf(&all),
-        breakdown: None,
+        breakdown,
         rss_bytes,
         peak_rss_bytes,
         invariant_violations: w.verify(engine)?,

@@ -39,6 +39,7 @@ fn drive(
         duration: Duration::from_millis(1200),
         seed,
         latency_every: 1,
+        breakdown: true,
     };
     run(&*w, db, &cfg, &|_, _| {}).expect("run")
 }

@@ -238,6 +238,19 @@ row!(
     }
 );
 
+impl Stock {
+    /// S_QUANTITY alone (the first field), without decoding the row:
+    /// stock-level reads ~200 stock rows and needs nothing else.
+    ///
+    /// # Errors
+    /// A user error if the bytes are too short to be a stock row.
+    #[inline]
+    pub fn quantity_of(b: &[u8]) -> Result<u32, TxError> {
+        let mut b = b;
+        u32::get(&mut b).ok_or_else(|| corrupt("Stock"))
+    }
+}
+
 impl<T: Field + Default + Copy, const N: usize> Field for [T; N] {
     fn put(&self, out: &mut Vec<u8>) {
         for x in self {
@@ -388,6 +401,7 @@ mod tests {
         let mut buf = Vec::new();
         s.encode(&mut buf);
         let back = Stock::decode(&buf).unwrap();
+        assert_eq!(Stock::quantity_of(&buf).unwrap(), 42);
         assert_eq!(back, s);
         assert_eq!(back.dist[3].as_bytes(), b"abcdefghijklmnopqrstuvwx");
         assert!(Stock::decode(&buf[..buf.len() - 1]).is_err());

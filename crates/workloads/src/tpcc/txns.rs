@@ -473,7 +473,7 @@ impl Tpcc {
             let mut low = 0;
             for i in items {
                 if let Some(v) = tx.read(t.stock, &key::stock(w, i))? {
-                    if Stock::decode(v)?.quantity < threshold {
+                    if Stock::quantity_of(v)? < threshold {
                         low += 1;
                     }
                 }
