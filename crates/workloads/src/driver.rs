@@ -251,6 +251,10 @@ impl<R: TxRunner> Exec<'_, R> {
     ///
     /// # Errors
     /// Any other error from the body or the engine.
+    // Never inlined: one call per transaction costs nothing measurable, and
+    // it gives profilers (callgrind's --toggle-collect) a symbol that
+    // brackets exactly the transactions.
+    #[inline(never)]
     pub fn txn<T>(
         &mut self,
         ty: usize,
