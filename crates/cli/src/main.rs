@@ -3,8 +3,11 @@
 mod bench;
 mod check;
 mod index_bench;
+mod plot;
 mod report;
+mod smallbank;
 mod ycsb;
+mod ycsb_mix;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +31,11 @@ enum Cmd {
     /// exits 1 if any was found. Example:
     /// granary check ycsb --protocol silo --threads 4 --txns 100000
     Check(check::CheckArgs),
+    /// Draw PNG and SVG charts from `granary bench ... --json` results:
+    /// throughput vs threads, throughput and aborts vs a contention knob,
+    /// throughput per second, latency CDFs and time breakdowns. Example:
+    /// granary plot tpcc-*.json --out plots --kind throughput,latency
+    Plot(plot::PlotArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -44,6 +52,17 @@ enum Bench {
     /// conditions afterwards. Example:
     /// granary bench tpcc --threads 2 --warehouses 2 --seconds 10 --json out.json
     Tpcc(bench::TpccArgs),
+    /// SmallBank (BOHM §4.3): six banking transactions over savings and
+    /// checking accounts; checks afterwards that no money appeared or
+    /// vanished. Contention grows as --customers shrinks (BOHM: 50 and
+    /// 100000, with --spin-us 50). Example:
+    /// granary bench smallbank --threads 2 --seconds 10 --customers 50 --json out.json
+    Smallbank(smallbank::SmallbankArgs),
+    /// The papers' YCSB variants as presets of one generator (silo, silor,
+    /// bohm-10rmw, bohm-2rmw8r, bohm-longread, deuteronomy, study), each
+    /// setting overridable. Example:
+    /// granary bench ycsb-mix --preset bohm-2rmw8r --theta 0 --threads 2 --seconds 10 --json out.json
+    YcsbMix(ycsb_mix::YcsbMixArgs),
 }
 
 fn main() {
@@ -52,11 +71,14 @@ fn main() {
         Cmd::Bench(Bench::Ycsb(a)) => ycsb::run(a).map(|_| ()),
         Cmd::Bench(Bench::Index(a)) => index_bench::run(a).map(|_| ()),
         Cmd::Bench(Bench::Tpcc(a)) => bench::tpcc(a).map(|_| ()),
+        Cmd::Bench(Bench::Smallbank(a)) => smallbank::run(a).map(|_| ()),
+        Cmd::Bench(Bench::YcsbMix(a)) => ycsb_mix::run(a).map(|_| ()),
         Cmd::Check(a) => match check::run(a) {
             Ok(0) => Ok(()),
             Ok(_) => std::process::exit(1),
             Err(e) => Err(e),
         },
+        Cmd::Plot(a) => plot::run(a),
     };
     if let Err(e) = r {
         eprintln!("granary: {e}");

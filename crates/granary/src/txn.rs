@@ -109,7 +109,9 @@ pub fn ticks() -> u64 {
     {
         use std::sync::OnceLock;
         static BASE: OnceLock<std::time::Instant> = OnceLock::new();
-        BASE.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+        BASE.get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
     }
 }
 

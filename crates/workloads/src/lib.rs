@@ -6,6 +6,9 @@
 //! * [`driver`] — runs any [`driver::Workload`] on any engine and measures
 //!   it.
 //! * [`tpcc`] — TPC-C, complete, with its consistency checks.
+//! * [`smallbank`] — SmallBank (BOHM §4.3), with a money-conservation
+//!   check.
+//! * [`ycsb`] — YCSB transactions with the papers' variants as presets.
 //! * [`zipf`] — YCSB's (scrambled) Zipfian key chooser.
 //! * [`rng`] — the fast seeded generator every workload draws from.
 
@@ -13,5 +16,7 @@ pub mod check;
 pub mod driver;
 pub mod record;
 pub mod rng;
+pub mod smallbank;
 pub mod tpcc;
+pub mod ycsb;
 pub mod zipf;

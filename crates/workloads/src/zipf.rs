@@ -131,11 +131,51 @@ impl Zipf {
     }
 }
 
+/// The θ for which the `hot_keys` most popular of `n` items draw
+/// `hot_share` of the accesses, under the exact Zipfian distribution:
+/// ζ(h, θ) / ζ(n, θ) = `hot_share` with h = ⌈`hot_keys` · n⌉. For the "80%
+/// of accesses to 20% of keys" skew (Deuteronomy §6.1) that is θ ≈ 0.95 at
+/// 10⁴ keys, 0.894 at 10⁶ and 0.878 at 5·10⁷. (Gray's sampler, which
+/// [`Zipf`] uses, then gives the hot set 80.0–80.4%.)
+///
+/// `None` when no θ in `[0, 1)` gets there (too few items: even θ → 1 is
+/// not skewed enough), or for fractions outside `(0, 1)`.
+pub fn theta_for_hot_set(n: u64, hot_keys: f64, hot_share: f64) -> Option<f64> {
+    let unit = |x: f64| x > 0.0 && x < 1.0;
+    if n == 0 || !unit(hot_keys) || !unit(hot_share) {
+        return None;
+    }
+    let h = ((hot_keys * n as f64).ceil() as u64).clamp(1, n);
+    // ζ(h)/ζ(n) rises with θ, from h/n at θ = 0.
+    let share = |t: f64| zeta_with(h, t, 10_000) / zeta_with(n, t, 10_000);
+    let (mut lo, mut hi) = (0.0f64, 1.0 - 1e-9);
+    if share(lo) >= hot_share {
+        return Some(0.0);
+    }
+    if share(hi) < hot_share {
+        return None;
+    }
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if share(mid) < hot_share {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(hi)
+}
+
 /// ζ(n, θ) = Σ_{i=1..n} i^−θ. Summed exactly up to 10⁶ terms; beyond, the
 /// tail is the Euler–Maclaurin estimate (error far below 10⁻⁹ there).
 fn zeta(n: u64, theta: f64) -> f64 {
-    const EXACT: u64 = 1_000_000;
-    let m = n.min(EXACT);
+    zeta_with(n, theta, 1_000_000)
+}
+
+/// ζ(n, θ), summed exactly up to `exact` terms, Euler–Maclaurin beyond
+/// (the first omitted correction is about θ³·`exact`^(−θ−3)/720).
+fn zeta_with(n: u64, theta: f64, exact: u64) -> f64 {
+    let m = n.min(exact);
     // Sum small terms first for accuracy.
     let mut s: f64 = (1..=m).rev().map(|i| (i as f64).powf(-theta)).sum();
     if n > m {

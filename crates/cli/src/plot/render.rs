@@ -1,0 +1,414 @@
+//! Drawing figures with plotters, the same code for PNG and SVG.
+//!
+//! Text uses only the embedded font, never a system one: SVG measures it
+//! through plotters' `ab_glyph` font table (see [`super::register_fonts`])
+//! and stores it as text; PNG draws it with [`GlyphText`]. No fontconfig,
+//! no freetype.
+
+use std::path::Path;
+
+use ab_glyph::FontRef;
+
+use plotters::coord::ranged1d::{SegmentValue, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::text::GlyphText;
+
+/// Width of every figure, pixels.
+const WIDTH_PX: u32 = 1200;
+/// Height of one panel (a figure stacks panels vertically), pixels.
+const PANEL_HEIGHT_PX: u32 = 680;
+
+const FONT: &str = "sans-serif";
+const TITLE_PX: u32 = 28;
+const DESC_PX: u32 = 22;
+const LABEL_PX: u32 = 18;
+
+/// Distinguishable colours (Tableau 10), reused in turn.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Image formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Png,
+    Svg,
+}
+
+impl Format {
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Png => "png",
+            Format::Svg => "svg",
+        }
+    }
+}
+
+/// A chart image: panels stacked top to bottom.
+#[derive(Debug, Clone)]
+pub enum Figure {
+    Lines(Vec<LineChart>),
+    Bars(Vec<BarChart>),
+}
+
+/// Where a legend sits inside the plot area.
+#[derive(Debug, Clone, Copy)]
+pub enum Corner {
+    UpperLeft,
+    UpperRight,
+    LowerRight,
+}
+
+/// How axis tick labels are written.
+#[derive(Debug, Clone, Copy)]
+pub enum Ticks {
+    /// 1.2k, 35M, 0.25.
+    Number,
+    /// Whole numbers only (thread counts, seconds).
+    Integer,
+}
+
+/// One line per series.
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    pub title: String,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub x_log: bool,
+    pub x_ticks: Ticks,
+    /// Fixed y range; otherwise 0 to a little over the largest value.
+    pub y_range: Option<(f64, f64)>,
+    pub legend: Corner,
+    pub series: Vec<Series>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub label: String,
+    /// The line, sorted by x.
+    pub line: Vec<(f64, f64)>,
+    /// Dots (each measurement, when the line joins averages).
+    pub markers: Vec<(f64, f64)>,
+}
+
+/// Stacked bars, one per category.
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    pub title: String,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub categories: Vec<String>,
+    /// The stack's layer names, bottom first.
+    pub layers: Vec<String>,
+    /// `stacks[category][layer]`.
+    pub stacks: Vec<Vec<f64>>,
+}
+
+impl Figure {
+    fn size(&self) -> (u32, u32) {
+        let panels = match self {
+            Figure::Lines(v) => v.len(),
+            Figure::Bars(v) => v.len(),
+        };
+        (WIDTH_PX, PANEL_HEIGHT_PX * panels.max(1) as u32)
+    }
+}
+
+/// Draw `fig` into `path` as `format`; bitmap text is drawn with `font`.
+pub fn write(
+    fig: &Figure,
+    path: &Path,
+    format: Format,
+    font: &FontRef<'static>,
+) -> Result<(), String> {
+    let size = fig.size();
+    let fail = |e: String| format!("cannot draw {}: {e}", path.display());
+    match format {
+        Format::Png => {
+            let png = BitMapBackend::new(path, size);
+            let root = GlyphText::new(png, font.clone()).into_drawing_area();
+            draw(fig, &root).map_err(fail)?;
+            root.present().map_err(|e| fail(e.to_string()))
+        }
+        Format::Svg => {
+            let root = SVGBackend::new(path, size).into_drawing_area();
+            draw(fig, &root).map_err(fail)?;
+            root.present().map_err(|e| fail(e.to_string()))
+        }
+    }
+}
+
+type DrawResult = Result<(), String>;
+
+fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    e.to_string()
+}
+
+fn draw<DB: DrawingBackend>(fig: &Figure, root: &DrawingArea<DB, Shift>) -> DrawResult {
+    root.fill(&WHITE).map_err(err)?;
+    match fig {
+        Figure::Lines(panels) => {
+            let areas = root.split_evenly((panels.len(), 1));
+            for (c, area) in panels.iter().zip(&areas) {
+                line_panel(c, area)?;
+            }
+        }
+        Figure::Bars(panels) => {
+            let areas = root.split_evenly((panels.len(), 1));
+            for (c, area) in panels.iter().zip(&areas) {
+                bar_panel(c, area)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn line_panel<DB: DrawingBackend>(c: &LineChart, area: &DrawingArea<DB, Shift>) -> DrawResult {
+    let pts = || {
+        c.series
+            .iter()
+            .flat_map(|s| s.line.iter().chain(&s.markers))
+    };
+    let (mut x0, mut x1) = min_max(pts().map(|p| p.0)).unwrap_or((0.0, 1.0));
+    if c.x_log {
+        // Callers drop x ≤ 0; keep a sane range if nothing is left.
+        x0 = x0.max(1e-3);
+        x1 = x1.max(x0);
+        if x1 / x0 < 10.0 {
+            let mid = (x0 * x1).sqrt();
+            (x0, x1) = (mid / 4.0, mid * 4.0);
+        }
+        // Room for the end markers.
+        (x0, x1) = (x0 / 1.1, x1 * 1.1);
+    } else {
+        if x0 == x1 {
+            (x0, x1) = (x0 - 1.0, x1 + 1.0);
+        }
+        // Counts start at 0 when that is not far off: easier to compare.
+        if x0 > 0.0 && x0 <= (x1 - x0) {
+            x0 = 0.0;
+        }
+        let pad = (x1 - x0) * 0.03;
+        x1 += pad;
+        if x0 != 0.0 {
+            x0 -= pad;
+        }
+    }
+    let (y0, y1) = c.y_range.unwrap_or_else(|| {
+        let top = pts().map(|p| p.1).fold(0.0, f64::max);
+        (0.0, if top > 0.0 { top * 1.1 } else { 1.0 })
+    });
+
+    let mut b = ChartBuilder::on(area);
+    b.caption(&c.title, (FONT, TITLE_PX))
+        .margin(18)
+        .x_label_area_size(64)
+        .y_label_area_size(100);
+    if c.x_log {
+        let chart = b
+            .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+            .map_err(err)?;
+        lines_on(chart, c, x1 - x0)
+    } else {
+        let chart = b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
+        lines_on(chart, c, x1 - x0)
+    }
+}
+
+fn lines_on<'a, DB, X>(
+    mut chart: ChartContext<'a, DB, Cartesian2d<X, RangedCoordf64>>,
+    c: &LineChart,
+    x_span: f64,
+) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let x_fmt = |v: &f64| match c.x_ticks {
+        Ticks::Integer => format!("{v:.0}"),
+        Ticks::Number => number(*v),
+    };
+    let y_fmt = |v: &f64| number(*v);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(c.x_desc.as_str())
+        .y_desc(c.y_desc.as_str())
+        .axis_desc_style((FONT, DESC_PX))
+        .label_style((FONT, LABEL_PX))
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.04))
+        .max_light_lines(4)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt);
+    if matches!(c.x_ticks, Ticks::Integer) && !c.x_log {
+        // Few enough labels that plotters picks a whole-number step.
+        mesh.x_labels((x_span.ceil() as usize).clamp(1, 10) + 1);
+    }
+    mesh.draw().map_err(err)?;
+
+    for (i, s) in c.series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(
+                s.line.iter().copied(),
+                color.stroke_width(3),
+            ))
+            .map_err(err)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], color.stroke_width(3)));
+        chart
+            .draw_series(s.markers.iter().map(|&p| Circle::new(p, 5, color.filled())))
+            .map_err(err)?;
+    }
+    if !c.series.is_empty() {
+        legend(&mut chart, c.legend)?;
+    }
+    Ok(())
+}
+
+fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) -> DrawResult {
+    let top = c
+        .stacks
+        .iter()
+        .map(|s| s.iter().sum::<f64>())
+        .fold(100.0, f64::max);
+    // Segments over `0..n` are n + 1 (the range is taken inclusively): the
+    // spare one on the right holds the legend clear of the bars.
+    let slots = c.categories.len();
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, (FONT, TITLE_PX))
+        .margin(18)
+        .x_label_area_size(64)
+        .y_label_area_size(100)
+        .build_cartesian_2d((0..slots).into_segmented(), 0.0..top * 1.05)
+        .map_err(err)?;
+    let x_fmt = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => c.categories.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    let y_fmt = |v: &f64| number(*v);
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.04))
+        .max_light_lines(4)
+        .x_labels(slots + 1)
+        .x_desc(c.x_desc.as_str())
+        .y_desc(c.y_desc.as_str())
+        .axis_desc_style((FONT, DESC_PX))
+        .label_style((FONT, LABEL_PX))
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .draw()
+        .map_err(err)?;
+    for (k, layer) in c.layers.iter().enumerate() {
+        let color = PALETTE[k % PALETTE.len()];
+        chart
+            .draw_series(c.stacks.iter().enumerate().map(|(i, stack)| {
+                let bottom: f64 = stack[..k].iter().sum();
+                let mut r = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), bottom),
+                        (SegmentValue::Exact(i + 1), bottom + stack[k]),
+                    ],
+                    color.filled(),
+                );
+                r.set_margin(0, 0, 14, 14);
+                r
+            }))
+            .map_err(err)?
+            .label(layer.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], color.filled()));
+    }
+    legend(&mut chart, Corner::UpperRight)
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    corner: Corner,
+) -> DrawResult {
+    let position = match corner {
+        Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
+        Corner::UpperRight => SeriesLabelPosition::UpperRight,
+        Corner::LowerRight => SeriesLabelPosition::LowerRight,
+    };
+    chart
+        .configure_series_labels()
+        .position(position)
+        .margin(12)
+        .label_font((FONT, LABEL_PX))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.5))
+        .draw()
+        .map_err(err)
+}
+
+fn min_max(it: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    it.filter(|v| v.is_finite()).fold(None, |acc, v| match acc {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+    })
+}
+
+/// A tick label: three significant digits, SI suffixes from a thousand up
+/// (`950`, `1.2k`, `35M`, `0.25`).
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let s = scaled.abs();
+    let decimals = if s == 0.0 || s >= 100.0 {
+        0
+    } else if s >= 10.0 {
+        1
+    } else if s >= 1.0 {
+        2
+    } else {
+        // Enough to show three significant digits of a small fraction.
+        (2 - s.log10().floor() as i32).clamp(0, 9) as usize
+    };
+    let mut t = format!("{scaled:.decimals$}");
+    if t.contains('.') {
+        t = t.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    if t == "-0" {
+        t = "0".into();
+    }
+    t + suffix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number;
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(950.0), "950");
+        assert_eq!(number(1200.0), "1.2k");
+        assert_eq!(number(35_000_000.0), "35M");
+        assert_eq!(number(0.25), "0.25");
+        assert_eq!(number(0.001234), "0.00123");
+        assert_eq!(number(2.5e9), "2.5G");
+        assert_eq!(number(-1500.0), "-1.5k");
+    }
+}

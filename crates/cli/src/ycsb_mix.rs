@@ -1,0 +1,123 @@
+//! `granary bench ycsb-mix`: the papers' YCSB variants as named presets of
+//! one generator (`granary_workloads::ycsb`), run by the shared driver.
+//! Every preset setting can be overridden by a flag.
+
+use clap::{Args, ValueEnum};
+use granary_workloads::driver::RunReport;
+use granary_workloads::ycsb::{WriteKind, Ycsb, YcsbConfig};
+use serde::Serialize;
+
+use crate::bench::{drive, CommonArgs};
+
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteKindArg {
+    /// Read the value, change it, write it back.
+    Rmw,
+    /// Overwrite without reading.
+    Blind,
+}
+
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct YcsbMixArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// The preset: silo, silor, bohm-10rmw, bohm-2rmw8r, bohm-longread,
+    /// deuteronomy, study.
+    #[arg(long)]
+    pub preset: String,
+    /// Keys loaded.
+    #[arg(long)]
+    pub keys: Option<u64>,
+    /// Value size in bytes (at least 8).
+    #[arg(long)]
+    pub value_bytes: Option<usize>,
+    /// Zipfian θ in [0, 1); 0 is uniform.
+    #[arg(long)]
+    pub theta: Option<f64>,
+    /// Each operation is a read with this probability (percent).
+    #[arg(long, conflicts_with = "writes_per_txn")]
+    pub read_pct: Option<f64>,
+    /// Exactly this many writes per transaction, the rest reads.
+    #[arg(long)]
+    pub writes_per_txn: Option<usize>,
+    /// Operations per transaction (distinct keys).
+    #[arg(long)]
+    pub ops_per_txn: Option<usize>,
+    /// Fraction of transactions that are long read-only transactions.
+    #[arg(long)]
+    pub long_read_fraction: Option<f64>,
+    /// Keys each long read-only transaction reads.
+    #[arg(long)]
+    pub long_read_keys: Option<usize>,
+    /// What writes do.
+    #[arg(long, value_enum)]
+    pub write_kind: Option<WriteKindArg>,
+    /// Run long read-only transactions as snapshot transactions (Silo §4.9).
+    #[arg(long)]
+    pub snapshot_long_reads: bool,
+}
+
+/// The JSON `config`: the flags as given and the configuration they
+/// resolved to.
+#[derive(Serialize)]
+struct Config<'a> {
+    args: &'a YcsbMixArgs,
+    resolved: &'a YcsbConfig,
+    theta: f64,
+}
+
+pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
+    let mut cfg = YcsbConfig::preset(&a.preset).map_err(|e| e.to_string())?;
+    if let Some(n) = a.keys {
+        cfg = cfg.keys(n);
+    }
+    if let Some(n) = a.value_bytes {
+        cfg = cfg.value_bytes(n);
+    }
+    if let Some(t) = a.theta {
+        cfg = cfg.theta(t);
+    }
+    if let Some(p) = a.read_pct {
+        cfg = cfg.read_pct(p);
+    }
+    if let Some(w) = a.writes_per_txn {
+        cfg = cfg.writes_per_txn(w);
+    }
+    if let Some(n) = a.ops_per_txn {
+        cfg = cfg.ops_per_txn(n);
+    }
+    if let Some(f) = a.long_read_fraction {
+        cfg = cfg.long_read_fraction(f);
+    }
+    if let Some(n) = a.long_read_keys {
+        cfg = cfg.long_read_keys(n);
+    }
+    if let Some(k) = a.write_kind {
+        cfg = cfg.write_kind(match k {
+            WriteKindArg::Rmw => WriteKind::Rmw,
+            WriteKindArg::Blind => WriteKind::Blind,
+        });
+    }
+    if a.snapshot_long_reads {
+        cfg = cfg.snapshot_long_reads(true);
+    }
+    let w = Ycsb::new(cfg.clone()).map_err(|e| e.to_string())?;
+    eprintln!(
+        "ycsb-mix: preset {} → {:?} keys={} value={}B ops/txn={} {:?} θ={:.4} long-read fraction {}",
+        cfg.preset,
+        cfg.mix,
+        cfg.keys,
+        cfg.value_bytes,
+        cfg.ops_per_txn,
+        cfg.write_kind,
+        w.theta(),
+        cfg.long_read_fraction
+    );
+    let config = Config {
+        args: &a,
+        resolved: &cfg,
+        theta: w.theta(),
+    };
+    drive("ycsb-mix", w, &a.common, &config)
+}

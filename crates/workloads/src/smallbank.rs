@@ -1,0 +1,743 @@
+//! SmallBank (Cahill, Röhm and Fekete, SIGMOD'08), as BOHM §4.3 runs it:
+//! a banking application over three tables and small transactions that
+//! touch one to three rows each.
+//!
+//! * `account`: customer name → customer id (never updated);
+//! * `savings`, `checking`: customer id → balance (`i64` cents, 8 bytes —
+//!   BOHM: "each record … is 8 bytes long").
+//!
+//! Every transaction takes customer *names* and first resolves them through
+//! `account`, as in the original. The six transactions:
+//!
+//! | type | effect | net money |
+//! | --- | --- | --- |
+//! | Balance | read savings + checking (read-only) | 0 |
+//! | DepositChecking(V) | checking += V (V > 0) | +V |
+//! | TransactSavings(V) | savings += V (V of either sign); rolls back if savings would go negative | +V |
+//! | Amalgamate(a, b) | move all of a's savings and checking into b's checking | 0 |
+//! | WriteCheck(V) | checking −= V, or V + $1 penalty if savings + checking < V | −V or −(V+100) |
+//! | SendPayment(a, b, V) | checking a −= V, checking b += V; rolls back if a's checking < V | 0 |
+//!
+//! **Mix.** BOHM names five transactions (no SendPayment) and says 20% are
+//! Balance, which is a uniform mix over the five; that is [`Mix::Bohm`], the
+//! default. [`Mix::OltpBench`] is OLTPBench's six-way mix (Amalgamate 15,
+//! Balance 15, DepositChecking 15, SendPayment 25, TransactSavings 15,
+//! WriteCheck 15). Amalgamate follows Cahill (both of the first customer's
+//! accounts move into the second's checking), not OLTPBench's variant,
+//! which does not conserve money.
+//!
+//! **Contention** is set by the customer count: BOHM uses 50 (high) and
+//! 100,000 (low); the SmallBank literature's default is 18,000. An optional
+//! hotspot draws a given percentage of customer choices from the first few
+//! customers (OLTPBench's fixed-size hotspot). BOHM also makes every
+//! transaction busy-spin 50 µs "to make the transactions slightly less
+//! trivial" ([`SmallBankConfig::spin_us`]); the spin runs at the end of the
+//! body, after the transaction's reads and writes and before commit, on
+//! every outcome (a rollback spins too) and again on every retry.
+//!
+//! **Invariant.** Each thread tallies, per customer, the net money change
+//! of every transaction it committed (never of an aborted or rolled-back
+//! attempt); [`verify`](crate::driver::Workload::verify) checks that every
+//! customer's savings + checking equals its initial balance plus those
+//! deltas, that no savings balance is negative (TransactSavings forbids
+//! it), and that every table holds exactly one row per customer. The tally
+//! costs each thread 8 bytes per customer.
+//!
+//! Amalgamate empties accounts, so over a run more and more TransactSavings
+//! withdrawals and SendPayments find too little money and roll back (they
+//! count as completed, as user aborts).
+
+use std::fmt;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
+
+use crate::driver::{Exec, Workload};
+use crate::rng::Rng;
+
+/// The transaction types, in report order ([`Exec::txn`]'s `ty`).
+pub const TYPES: [&str; 6] = [
+    "amalgamate",
+    "balance",
+    "deposit_checking",
+    "send_payment",
+    "transact_savings",
+    "write_check",
+];
+const AMALGAMATE: usize = 0;
+const BALANCE: usize = 1;
+const DEPOSIT_CHECKING: usize = 2;
+const SEND_PAYMENT: usize = 3;
+const TRANSACT_SAVINGS: usize = 4;
+const WRITE_CHECK: usize = 5;
+
+/// WriteCheck's overdraft penalty: one dollar.
+pub const PENALTY_CENTS: i64 = 100;
+/// Initial balances are uniform in this range of dollars, per account
+/// (OLTPBench's `MIN_BALANCE`/`MAX_BALANCE`).
+pub const INITIAL_DOLLARS: (i64, i64) = (10_000, 50_000);
+/// Transaction amounts are at most this many cents ($100).
+pub const MAX_AMOUNT_CENTS: i64 = 10_000;
+/// The load's random stream (balances do not depend on the run's seed).
+const LOAD_SEED: u64 = 0x5a11_ba2c;
+/// Rows per loading transaction.
+const LOAD_BATCH: u64 = 500;
+/// Rows per verification transaction.
+const VERIFY_CHUNK: u64 = 10_000;
+
+/// The transaction mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mix {
+    /// BOHM §4.3: Amalgamate, Balance, DepositChecking, TransactSavings,
+    /// WriteCheck, 20% each; no SendPayment.
+    Bohm,
+    /// OLTPBench: Amalgamate 15, Balance 15, DepositChecking 15,
+    /// SendPayment 25, TransactSavings 15, WriteCheck 15.
+    OltpBench,
+}
+
+impl Mix {
+    /// Percent of each type, indexed as [`TYPES`]; sums to 100.
+    pub fn weights(self) -> [u32; 6] {
+        match self {
+            Mix::Bohm => [20, 20, 20, 0, 20, 20],
+            Mix::OltpBench => [15, 15, 15, 25, 15, 15],
+        }
+    }
+}
+
+/// SmallBank configuration.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SmallBankConfig {
+    /// Customers (rows per table). Fewer customers, more contention.
+    pub customers: u64,
+    pub mix: Mix,
+    /// Busy-spin this many microseconds inside every transaction (BOHM:
+    /// 50). 0: none.
+    pub spin_us: u64,
+    /// Customers in the hotspot (the first ones); 0: no hotspot, every
+    /// customer equally likely.
+    pub hotspot_customers: u64,
+    /// Percent of customer choices drawn from the hotspot.
+    pub hotspot_pct: u32,
+}
+
+impl SmallBankConfig {
+    /// BOHM's mix over `customers` customers, no spin, no hotspot.
+    pub fn new(customers: u64) -> SmallBankConfig {
+        SmallBankConfig {
+            customers,
+            mix: Mix::Bohm,
+            spin_us: 0,
+            hotspot_customers: 0,
+            hotspot_pct: 90,
+        }
+    }
+}
+
+/// A bad SmallBank configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The three tables.
+#[derive(Clone, Copy, Debug)]
+pub struct Tables {
+    /// name → customer id.
+    pub account: TableId,
+    /// customer id → savings balance.
+    pub savings: TableId,
+    /// customer id → checking balance.
+    pub checking: TableId,
+}
+
+/// The workload: configuration, tables once loaded, initial balances and
+/// the committed deltas threads hand back.
+pub struct SmallBank {
+    pub cfg: SmallBankConfig,
+    tables: Option<Tables>,
+    /// Per customer: initial savings + checking, cents.
+    initial: Vec<i64>,
+    /// Per customer: net change by committed transactions, merged in by
+    /// each [`SmallBankThread`] when it is dropped (at the end of a run).
+    deltas: Arc<Mutex<Vec<i64>>>,
+}
+
+/// A thread's state: its random stream and the per-customer money deltas
+/// of the transactions it committed (flushed into the workload on drop, so
+/// the hot path touches no shared memory).
+pub struct SmallBankThread {
+    rng: Rng,
+    deltas: Vec<i64>,
+    sink: Arc<Mutex<Vec<i64>>>,
+}
+
+impl Drop for SmallBankThread {
+    fn drop(&mut self) {
+        // A poisoned lock still holds valid integers.
+        let mut all = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        for (a, d) in all.iter_mut().zip(&self.deltas) {
+            *a += d;
+        }
+    }
+}
+
+/// Customer `c`'s name: `"cust"` and 12 decimal digits.
+pub fn name(c: u64) -> [u8; 16] {
+    let mut b = *b"cust000000000000";
+    let mut x = c;
+    for d in b[4..].iter_mut().rev() {
+        *d = b'0' + (x % 10) as u8;
+        x /= 10;
+    }
+    b
+}
+
+fn id_key(c: u64) -> [u8; 8] {
+    c.to_be_bytes()
+}
+
+fn decode_i64(v: &[u8], what: &str) -> Result<i64, TxError> {
+    v.try_into()
+        .map(i64::from_be_bytes)
+        .map_err(|_| TxError::user(format!("{what}: bad balance row of {} bytes", v.len())))
+}
+
+/// A balance row that must exist.
+fn balance_of<T: Tx>(tx: &mut T, t: TableId, c: u64, what: &str) -> Result<i64, TxError> {
+    match tx.get(t, &id_key(c))? {
+        Some(v) => decode_i64(v, what),
+        None => Err(TxError::user(format!("{what}: customer {c} missing"))),
+    }
+}
+
+fn set_balance<T: Tx>(tx: &mut T, t: TableId, c: u64, bal: i64) -> Result<(), TxError> {
+    tx.put(t, &id_key(c), &bal.to_be_bytes())
+}
+
+fn spin(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+impl SmallBank {
+    /// # Errors
+    /// [`ConfigError`] for fewer than two customers, a hotspot larger than
+    /// the customer count, or a percentage above 100.
+    pub fn new(cfg: SmallBankConfig) -> Result<SmallBank, ConfigError> {
+        if cfg.customers < 2 {
+            return Err(ConfigError(format!(
+                "need at least 2 customers (Amalgamate and SendPayment take two), got {}",
+                cfg.customers
+            )));
+        }
+        if cfg.customers > 1_000_000_000_000 {
+            return Err(ConfigError(format!(
+                "at most 10^12 customers (12-digit names), got {}",
+                cfg.customers
+            )));
+        }
+        if cfg.hotspot_customers > cfg.customers {
+            return Err(ConfigError(format!(
+                "hotspot of {} customers exceeds the {} customers",
+                cfg.hotspot_customers, cfg.customers
+            )));
+        }
+        if cfg.hotspot_pct > 100 {
+            return Err(ConfigError(format!(
+                "hotspot percentage must be ≤ 100, got {}",
+                cfg.hotspot_pct
+            )));
+        }
+        let n = cfg.customers as usize;
+        Ok(SmallBank {
+            cfg,
+            tables: None,
+            initial: Vec::new(),
+            deltas: Arc::new(Mutex::new(vec![0; n])),
+        })
+    }
+
+    /// The tables, once loaded.
+    pub fn tables(&self) -> Option<Tables> {
+        self.tables
+    }
+
+    fn t(&self) -> Result<Tables, TxError> {
+        self.tables
+            .ok_or_else(|| TxError::user("SmallBank: run before load"))
+    }
+
+    /// Customer `c`'s initial savings and checking balances, cents.
+    fn initial_balances(rng: &mut Rng) -> (i64, i64) {
+        let (lo, hi) = INITIAL_DOLLARS;
+        let mut one = || (lo + rng.below((hi - lo + 1) as u64) as i64) * 100;
+        (one(), one())
+    }
+
+    /// Resolve a customer's name to its id (every transaction's first step).
+    ///
+    /// # Errors
+    /// A conflict, or a user error if the name is unknown.
+    pub fn lookup<T: Tx>(&self, tx: &mut T, c: u64) -> Result<u64, TxError> {
+        let t = self.t()?;
+        match tx.get(t.account, &name(c))? {
+            Some(v) if v.len() == 8 => Ok(u64::from_be_bytes(v.try_into().expect("8 bytes"))),
+            Some(v) => Err(TxError::user(format!(
+                "account: bad row of {} bytes",
+                v.len()
+            ))),
+            None => Err(TxError::user(format!("account: no customer named {c}"))),
+        }
+    }
+
+    /// Balance: savings + checking of customer `c` (read-only). Returns
+    /// the total.
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn balance<T: Tx>(&self, tx: &mut T, c: u64) -> Result<i64, TxError> {
+        let t = self.t()?;
+        let id = self.lookup(tx, c)?;
+        let s = balance_of(tx, t.savings, id, "savings")?;
+        let k = balance_of(tx, t.checking, id, "checking")?;
+        Ok(s + k)
+    }
+
+    /// DepositChecking: checking += `v`. Returns the net money change.
+    ///
+    /// # Errors
+    /// A conflict; [`TxError::rollback`] if `v` is negative.
+    pub fn deposit_checking<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
+        if v < 0 {
+            return Err(TxError::rollback());
+        }
+        let t = self.t()?;
+        let id = self.lookup(tx, c)?;
+        let k = balance_of(tx, t.checking, id, "checking")?;
+        set_balance(tx, t.checking, id, k + v)?;
+        Ok(v)
+    }
+
+    /// TransactSavings: savings += `v` (a deposit or, negative, a
+    /// withdrawal). Returns the net money change.
+    ///
+    /// # Errors
+    /// A conflict; [`TxError::rollback`] if savings would go negative.
+    pub fn transact_savings<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
+        let t = self.t()?;
+        let id = self.lookup(tx, c)?;
+        let s = balance_of(tx, t.savings, id, "savings")?;
+        if s + v < 0 {
+            return Err(TxError::rollback());
+        }
+        set_balance(tx, t.savings, id, s + v)?;
+        Ok(v)
+    }
+
+    /// Amalgamate: move all of `a`'s savings and checking into `b`'s
+    /// checking. Returns the net money change (per customer: `a` loses
+    /// what `b` gains), i.e. the amount moved.
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn amalgamate<T: Tx>(&self, tx: &mut T, a: u64, b: u64) -> Result<i64, TxError> {
+        let t = self.t()?;
+        let ia = self.lookup(tx, a)?;
+        let ib = self.lookup(tx, b)?;
+        let sa = balance_of(tx, t.savings, ia, "savings")?;
+        let ka = balance_of(tx, t.checking, ia, "checking")?;
+        let kb = balance_of(tx, t.checking, ib, "checking")?;
+        set_balance(tx, t.savings, ia, 0)?;
+        set_balance(tx, t.checking, ia, 0)?;
+        set_balance(tx, t.checking, ib, kb + sa + ka)?;
+        Ok(sa + ka)
+    }
+
+    /// WriteCheck: checking −= `v`, plus a [`PENALTY_CENTS`] penalty if
+    /// savings + checking < `v` (checking may go negative). Returns the net
+    /// money change (negative).
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn write_check<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
+        let t = self.t()?;
+        let id = self.lookup(tx, c)?;
+        let s = balance_of(tx, t.savings, id, "savings")?;
+        let k = balance_of(tx, t.checking, id, "checking")?;
+        let debit = if s + k < v { v + PENALTY_CENTS } else { v };
+        set_balance(tx, t.checking, id, k - debit)?;
+        Ok(-debit)
+    }
+
+    /// SendPayment: move `v` from `a`'s checking to `b`'s. Returns the
+    /// amount moved.
+    ///
+    /// # Errors
+    /// A conflict; [`TxError::rollback`] if `a`'s checking is below `v`.
+    pub fn send_payment<T: Tx>(&self, tx: &mut T, a: u64, b: u64, v: i64) -> Result<i64, TxError> {
+        let t = self.t()?;
+        let ia = self.lookup(tx, a)?;
+        let ib = self.lookup(tx, b)?;
+        let ka = balance_of(tx, t.checking, ia, "checking")?;
+        if ka < v {
+            return Err(TxError::rollback());
+        }
+        let kb = balance_of(tx, t.checking, ib, "checking")?;
+        set_balance(tx, t.checking, ia, ka - v)?;
+        set_balance(tx, t.checking, ib, kb + v)?;
+        Ok(v)
+    }
+
+    /// Savings and checking of customer id `c`, read directly (for tests
+    /// and verification).
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn balances<T: Tx>(&self, tx: &mut T, c: u64) -> Result<(i64, i64), TxError> {
+        let t = self.t()?;
+        Ok((
+            balance_of(tx, t.savings, c, "savings")?,
+            balance_of(tx, t.checking, c, "checking")?,
+        ))
+    }
+
+    fn customer(&self, rng: &mut Rng) -> u64 {
+        let hot = self.cfg.hotspot_customers;
+        if hot > 0 && rng.below(100) < self.cfg.hotspot_pct as u64 {
+            rng.below(hot)
+        } else {
+            rng.below(self.cfg.customers)
+        }
+    }
+
+    fn two_customers(&self, rng: &mut Rng) -> (u64, u64) {
+        let a = self.customer(rng);
+        loop {
+            let b = self.customer(rng);
+            if b != a {
+                return (a, b);
+            }
+            if self.cfg.hotspot_customers == 1 {
+                // The hotspot alone cannot give two distinct customers.
+                return (
+                    a,
+                    (a + 1 + rng.below(self.cfg.customers - 1)) % self.cfg.customers,
+                );
+            }
+        }
+    }
+
+    fn amount(rng: &mut Rng) -> i64 {
+        1 + rng.below(MAX_AMOUNT_CENTS as u64) as i64
+    }
+
+    /// Run transaction type `ty` once through `ex`, crediting the
+    /// committed deltas to `th`.
+    fn run_type<R: TxRunner>(
+        &self,
+        ty: usize,
+        th: &mut SmallBankThread,
+        ex: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        let spin_for = Duration::from_micros(self.cfg.spin_us);
+        let rng = &mut th.rng;
+        // Each body returns [(customer, delta); 2] for the customers whose
+        // money it changed (delta 0 where none).
+        let out: Option<[(u64, i64); 2]> = match ty {
+            BALANCE => {
+                let c = self.customer(rng);
+                ex.txn(ty, |tx| {
+                    let r = self.balance(tx, c);
+                    spin(spin_for);
+                    r?;
+                    Ok([(c, 0), (c, 0)])
+                })?
+            }
+            DEPOSIT_CHECKING => {
+                let (c, v) = (self.customer(rng), Self::amount(rng));
+                ex.txn(ty, |tx| {
+                    let r = self.deposit_checking(tx, c, v);
+                    spin(spin_for);
+                    let d = r?;
+                    Ok([(c, d), (c, 0)])
+                })?
+            }
+            TRANSACT_SAVINGS => {
+                let c = self.customer(rng);
+                let v = rng.below(2 * MAX_AMOUNT_CENTS as u64 + 1) as i64 - MAX_AMOUNT_CENTS;
+                ex.txn(ty, |tx| {
+                    let r = self.transact_savings(tx, c, v);
+                    spin(spin_for);
+                    let d = r?;
+                    Ok([(c, d), (c, 0)])
+                })?
+            }
+            AMALGAMATE => {
+                let (a, b) = self.two_customers(rng);
+                ex.txn(ty, |tx| {
+                    let r = self.amalgamate(tx, a, b);
+                    spin(spin_for);
+                    let moved = r?;
+                    Ok([(a, -moved), (b, moved)])
+                })?
+            }
+            WRITE_CHECK => {
+                let (c, v) = (self.customer(rng), Self::amount(rng));
+                ex.txn(ty, |tx| {
+                    let r = self.write_check(tx, c, v);
+                    spin(spin_for);
+                    let d = r?;
+                    Ok([(c, d), (c, 0)])
+                })?
+            }
+            _ => {
+                let (a, b) = self.two_customers(rng);
+                let v = Self::amount(rng);
+                ex.txn(SEND_PAYMENT, |tx| {
+                    let r = self.send_payment(tx, a, b, v);
+                    spin(spin_for);
+                    let moved = r?;
+                    Ok([(a, -moved), (b, moved)])
+                })?
+            }
+        };
+        // Only a committed attempt's deltas count (`None`: rolled back).
+        for (c, d) in out.into_iter().flatten() {
+            th.deltas[c as usize] += d;
+        }
+        Ok(())
+    }
+}
+
+impl Workload for SmallBank {
+    type Thread = SmallBankThread;
+
+    fn types(&self) -> &'static [&'static str] {
+        &TYPES
+    }
+
+    fn load<E: Engine>(
+        &mut self,
+        engine: &E,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(), Error> {
+        let t = Tables {
+            account: engine.create_table("account")?,
+            savings: engine.create_table("savings")?,
+            checking: engine.create_table("checking")?,
+        };
+        let n = self.cfg.customers;
+        let mut rng = Rng::new(LOAD_SEED, 0);
+        let balances: Vec<(i64, i64)> = (0..n).map(|_| Self::initial_balances(&mut rng)).collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |p| p.get())
+            .clamp(1, 8) as u64;
+        let per = n.div_ceil(threads);
+        let done = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let (balances, done) = (&balances, &done);
+                    s.spawn(move || -> Result<(), Error> {
+                        let mut r = engine.runner()?;
+                        let (lo, hi) = ((i * per).min(n), ((i + 1) * per).min(n));
+                        let mut c = lo;
+                        while c < hi {
+                            let end = (c + LOAD_BATCH).min(hi);
+                            loop {
+                                let res = r.try_run(|tx| {
+                                    for id in c..end {
+                                        let (sv, ck) = balances[id as usize];
+                                        tx.insert(t.account, &name(id), &id.to_be_bytes())?;
+                                        tx.insert(t.savings, &id_key(id), &sv.to_be_bytes())?;
+                                        tx.insert(t.checking, &id_key(id), &ck.to_be_bytes())?;
+                                    }
+                                    Ok(())
+                                })?;
+                                if res.is_ok() {
+                                    break;
+                                }
+                            }
+                            let d = done.fetch_add(end - c, std::sync::atomic::Ordering::Relaxed);
+                            progress(d + end - c, n);
+                            c = end;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("loader thread panicked"))
+        })?;
+        self.initial = balances.iter().map(|(s, c)| s + c).collect();
+        self.tables = Some(t);
+        Ok(())
+    }
+
+    fn thread(&self, id: usize, _threads: usize, seed: u64) -> SmallBankThread {
+        SmallBankThread {
+            rng: Rng::new(seed, id as u64 + 1),
+            deltas: vec![0; self.cfg.customers as usize],
+            sink: Arc::clone(&self.deltas),
+        }
+    }
+
+    fn run_one<R: TxRunner>(
+        &self,
+        th: &mut SmallBankThread,
+        ex: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        let mut x = th.rng.below(100) as u32;
+        let w = self.cfg.mix.weights();
+        let ty = w
+            .iter()
+            .position(|&p| {
+                if x < p {
+                    true
+                } else {
+                    x -= p;
+                    false
+                }
+            })
+            .unwrap_or(SEND_PAYMENT);
+        self.run_type(ty, th, ex)
+    }
+
+    fn verify<E: Engine>(&self, engine: &E) -> Result<Vec<String>, Error> {
+        let Some(t) = self.tables else {
+            return Ok(vec!["SmallBank: verify before load".into()]);
+        };
+        let n = self.cfg.customers;
+        let deltas = self
+            .deltas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut r = engine.runner()?;
+        let mut bad = Vec::new();
+        // Keep the report short: the first violations say enough.
+        fn note(bad: &mut Vec<String>, m: String) {
+            if bad.len() < 20 {
+                bad.push(m);
+            }
+        }
+        let (mut sum, mut expected) = (0i64, 0i64);
+        let mut rows = [0u64; 3];
+        let mut lo = 0u64;
+        // Chunks, each a transaction (nothing runs concurrently now).
+        while lo < n {
+            let hi = (lo + VERIFY_CHUNK).min(n);
+            let chunk = loop {
+                let res = r.try_run(|tx| {
+                    let mut sv = Vec::with_capacity((hi - lo) as usize);
+                    let mut ck = Vec::with_capacity((hi - lo) as usize);
+                    let mut accounts = 0u64;
+                    for (table, out) in [(t.savings, &mut sv), (t.checking, &mut ck)] {
+                        let mut err = None;
+                        tx.scan(
+                            table,
+                            Bound::Included(&id_key(lo)[..]),
+                            Bound::Excluded(&id_key(hi)[..]),
+                            usize::MAX,
+                            false,
+                            |k, v| {
+                                match (k.try_into().map(u64::from_be_bytes), decode_i64(v, "row")) {
+                                    (Ok(id), Ok(b)) => out.push((id, b)),
+                                    _ => err = Some(format!("malformed row {k:?}")),
+                                }
+                                true
+                            },
+                        )?;
+                        if let Some(e) = err {
+                            return Err(TxError::user(e));
+                        }
+                    }
+                    for c in lo..hi {
+                        if tx.get(t.account, &name(c))? == Some(&c.to_be_bytes()[..]) {
+                            accounts += 1;
+                        }
+                    }
+                    Ok((sv, ck, accounts))
+                })?;
+                if let Ok(v) = res {
+                    break v;
+                }
+            };
+            let (sv, ck, accounts) = chunk;
+            rows[0] += accounts;
+            rows[1] += sv.len() as u64;
+            rows[2] += ck.len() as u64;
+            if sv.len() as u64 != hi - lo || ck.len() as u64 != hi - lo {
+                note(
+                    &mut bad,
+                    format!(
+                        "customers {lo}..{hi}: {} savings rows, {} checking rows",
+                        sv.len(),
+                        ck.len()
+                    ),
+                );
+                lo = hi;
+                continue;
+            }
+            for ((c, s), (c2, k)) in sv.into_iter().zip(ck) {
+                if c != c2 {
+                    note(
+                        &mut bad,
+                        format!("savings/checking ids differ: {c} vs {c2}"),
+                    );
+                    continue;
+                }
+                let want = self.initial[c as usize] + deltas[c as usize];
+                sum += s + k;
+                expected += want;
+                if s + k != want {
+                    note(
+                        &mut bad,
+                        format!(
+                            "customer {c}: savings {s} + checking {k} = {} cents, expected initial {} + committed deltas {} = {want}",
+                            s + k,
+                            self.initial[c as usize],
+                            deltas[c as usize]
+                        ),
+                    );
+                }
+                if s < 0 {
+                    note(&mut bad, format!("customer {c}: negative savings {s}"));
+                }
+            }
+            lo = hi;
+        }
+        for (what, got) in ["account", "savings", "checking"].iter().zip(rows) {
+            if got != n {
+                bad.push(format!(
+                    "{what}: {got} rows resolve correctly, expected {n}"
+                ));
+            }
+        }
+        if sum != expected {
+            bad.push(format!(
+                "total money {sum} cents, expected initial {} + committed deltas {} = {expected}",
+                self.initial.iter().sum::<i64>(),
+                deltas.iter().sum::<i64>()
+            ));
+        }
+        Ok(bad)
+    }
+}

@@ -1,0 +1,750 @@
+//! YCSB-style key-value transactions (Cooper et al., SoCC'10) with the
+//! variants the papers run, as named presets of one generator.
+//!
+//! One table of 8-byte big-endian keys `0..keys` and fixed-size values.
+//! The first 8 bytes of a value are a little-endian counter that every
+//! read-modify-write increments; the rest is filler. A transaction performs
+//! `ops_per_txn` operations on distinct keys, each a read, a
+//! read-modify-write (RMW) or a blind write; optionally a fraction of
+//! transactions are instead long read-only scans of random keys.
+//!
+//! | preset | paper | ops/txn | operations | values | keys (paper's) | skew |
+//! | --- | --- | --- | --- | --- | --- | --- |
+//! | `silo` | silo-sosp13 §5.2 | 1 | 80% read, 20% RMW | 100 B | 1M (160M) | uniform |
+//! | `silor` | silor-osdi14 §6.2 | 1 | 70% read, 30% RMW | 100 B | 1M (400M) | uniform |
+//! | `bohm-10rmw` | bohm-vldb15 §4.2.1 | 10 | 10 RMW | 1,000 B | 1M (1M) | θ = 0.9 (paper: 0.9 or 0) |
+//! | `bohm-2rmw8r` | bohm-vldb15 §4.2.2 | 10 | 2 RMW + 8 reads | 1,000 B | 1M (1M) | θ = 0.9 (paper: 0.9 or 0) |
+//! | `bohm-longread` | bohm-vldb15 §4.2.3 | 10 | 10 RMW; 1% of txns read 10,000 uniform keys | 1,000 B | 1M (1M) | θ = 0 |
+//! | `deuteronomy` | deuteronomy-cidr15 §6.1 | 4 | each op 84% read, else blind update | 100 B | 1M (50M) | 80% of accesses to 20% of keys |
+//! | `study` | silo-performance-study §4.4 | 1 | 50% read, 50% blind write | 100 B | 2,000 (2,000) | θ = 0.99 (paper: "skewness 2") |
+//!
+//! Judgement calls, each overridable:
+//! * Key counts above a few million are scaled down to 1M by default (the
+//!   papers' 160M/400M/50M need tens of GB); `keys` restores them.
+//! * Skewed keys come from YCSB's Zipfian generator over the key count
+//!   ([`Zipf::new`], Gray's method, rank 0 hottest), with ranks spread over
+//!   the key space by a fixed bijection (`rank · m mod keys`, m coprime to
+//!   keys) so hot keys are not index neighbours. Unlike
+//!   [`Zipf::scrambled`] (ranks of 10¹⁰ items hashed onto the keys) this
+//!   keeps the exact Zipfian frequencies over the configured key count,
+//!   which BOHM's θ and Deuteronomy's 80/20 refer to.
+//! * Deuteronomy's "80% of accesses to 20% of keys" is turned into θ for
+//!   the key count by [`theta_for_hot_set`] (θ ≈ 0.894 at 1M keys, 0.878 at
+//!   the paper's 50M). Its operations are chosen read or update
+//!   independently with p = 0.84, which gives the paper's "about 50% of
+//!   transactions read-only" (0.84⁴ ≈ 0.50); updates are blind writes.
+//! * The performance study's skewness 2 is beyond Gray's generator
+//!   (θ < 1); `study` defaults to θ = 0.99, YCSB's usual maximum. Its
+//!   writes are blind: the study finds write-heavy mixes abort less "because
+//!   there are not enough reads to be invalidated", which only holds if
+//!   writes do not read.
+//! * BOHM's long read-only transactions run as ordinary serializable
+//!   transactions, as BOHM's OCC baseline runs them; `snapshot_long_reads`
+//!   runs them as Silo snapshot transactions instead (§4.9).
+//!
+//! **Invariant.** With RMW writes, the counters sum to the number of RMW
+//! operations committed (each thread tallies its committed RMWs and hands
+//! the count back when dropped); every key is present with its size.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use granary::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
+use serde::Serialize;
+
+use crate::driver::{Exec, Workload};
+use crate::rng::Rng;
+use crate::zipf::{theta_for_hot_set, Zipf};
+
+/// The transaction types, in report order.
+pub const TYPES: [&str; 3] = ["read_only", "update", "long_read"];
+const READ_ONLY: usize = 0;
+const UPDATE: usize = 1;
+const LONG_READ: usize = 2;
+
+/// The presets and what they are.
+pub const PRESETS: [(&str, &str); 7] = [
+    ("silo", "Silo §5.2: 1 op/txn, 80% read / 20% RMW, 100 B, uniform"),
+    ("silor", "SiloR §6.2: 1 op/txn, 70% read / 30% RMW, 100 B, uniform"),
+    ("bohm-10rmw", "BOHM §4.2.1: 10 RMW/txn, 1,000 B, 1M keys, θ 0.9"),
+    ("bohm-2rmw8r", "BOHM §4.2.2: 2 RMW + 8 reads/txn, 1,000 B, 1M keys, θ 0.9"),
+    (
+        "bohm-longread",
+        "BOHM §4.2.3: 10 RMW/txn, θ 0, plus 1% read-only txns of 10,000 uniform keys",
+    ),
+    (
+        "deuteronomy",
+        "Deuteronomy §6.1: 4 ops/txn, 84% reads, blind updates, 100 B, 80% of accesses to 20% of keys",
+    ),
+    (
+        "study",
+        "Silo performance study §4.4: 1 op/txn, 50% read / 50% blind write, 2,000 keys, θ 0.99",
+    ),
+];
+
+/// Largest `ops_per_txn` / `long_read_keys` accepted.
+pub const MAX_OPS_PER_TXN: usize = 1_000_000;
+/// Rows per loading transaction.
+const LOAD_BATCH: u64 = 200;
+/// Rows per verification transaction.
+const VERIFY_CHUNK: u64 = 20_000;
+
+/// Which of a transaction's operations write.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpMix {
+    /// Each operation is independently a read with this probability
+    /// (percent), else a write.
+    PerOp { read_pct: f64 },
+    /// Exactly this many operations of each transaction write (the first
+    /// ones); the rest read.
+    Fixed { writes: usize },
+}
+
+/// What a write does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteKind {
+    /// Read the value, increment its counter, write it back.
+    Rmw,
+    /// Overwrite the value without reading it.
+    Blind,
+}
+
+/// How keys are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Skew {
+    /// Zipfian with this θ in `[0, 1)`; 0 is uniform.
+    Theta(f64),
+    /// The θ that sends `access_pct`% of accesses to the hottest
+    /// `keys_pct`% of keys.
+    HotSet { keys_pct: f64, access_pct: f64 },
+}
+
+/// A YCSB configuration: a preset plus overrides.
+///
+/// ```
+/// use granary_workloads::ycsb::{Ycsb, YcsbConfig};
+/// let cfg = YcsbConfig::preset("bohm-2rmw8r")?.keys(10_000).theta(0.0);
+/// let w = Ycsb::new(cfg)?;
+/// assert_eq!(w.theta(), 0.0);
+/// assert!(YcsbConfig::preset("nope").unwrap_err().to_string().contains("bohm-10rmw"));
+/// # Ok::<(), granary_workloads::ycsb::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct YcsbConfig {
+    /// The preset this started from.
+    pub preset: String,
+    /// Keys loaded (`0..keys`).
+    pub keys: u64,
+    /// Value size, bytes (at least 8: the counter).
+    pub value_bytes: usize,
+    /// Operations per (non-long-read) transaction, on distinct keys.
+    pub ops_per_txn: usize,
+    pub mix: OpMix,
+    pub write_kind: WriteKind,
+    pub skew: Skew,
+    /// Fraction of transactions that are long read-only transactions.
+    pub long_read_fraction: f64,
+    /// Distinct uniform keys each long read-only transaction reads.
+    pub long_read_keys: usize,
+    /// Run long read-only transactions as snapshot transactions.
+    pub snapshot_long_reads: bool,
+}
+
+/// A bad YCSB configuration or an unknown preset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl YcsbConfig {
+    /// The named preset (see the module docs and [`PRESETS`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the known presets if `name` is not one.
+    pub fn preset(name: &str) -> Result<YcsbConfig, ConfigError> {
+        let base = YcsbConfig {
+            preset: name.to_string(),
+            keys: 1_000_000,
+            value_bytes: 100,
+            ops_per_txn: 1,
+            mix: OpMix::PerOp { read_pct: 80.0 },
+            write_kind: WriteKind::Rmw,
+            skew: Skew::Theta(0.0),
+            long_read_fraction: 0.0,
+            long_read_keys: 10_000,
+            snapshot_long_reads: false,
+        };
+        let bohm = |writes, theta| YcsbConfig {
+            value_bytes: 1000,
+            ops_per_txn: 10,
+            mix: OpMix::Fixed { writes },
+            skew: Skew::Theta(theta),
+            ..base.clone()
+        };
+        Ok(match name {
+            "silo" => base,
+            "silor" => YcsbConfig {
+                mix: OpMix::PerOp { read_pct: 70.0 },
+                ..base
+            },
+            "bohm-10rmw" => bohm(10, 0.9),
+            "bohm-2rmw8r" => bohm(2, 0.9),
+            "bohm-longread" => YcsbConfig {
+                long_read_fraction: 0.01,
+                ..bohm(10, 0.0)
+            },
+            "deuteronomy" => YcsbConfig {
+                ops_per_txn: 4,
+                mix: OpMix::PerOp { read_pct: 84.0 },
+                write_kind: WriteKind::Blind,
+                skew: Skew::HotSet {
+                    keys_pct: 20.0,
+                    access_pct: 80.0,
+                },
+                ..base
+            },
+            "study" => YcsbConfig {
+                keys: 2000,
+                mix: OpMix::PerOp { read_pct: 50.0 },
+                write_kind: WriteKind::Blind,
+                skew: Skew::Theta(0.99),
+                ..base
+            },
+            _ => {
+                let names: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
+                return Err(ConfigError(format!(
+                    "unknown YCSB preset {name:?}; known presets: {}",
+                    names.join(", ")
+                )));
+            }
+        })
+    }
+
+    /// Load this many keys.
+    pub fn keys(mut self, n: u64) -> Self {
+        self.keys = n;
+        self
+    }
+
+    /// Values of this many bytes.
+    pub fn value_bytes(mut self, n: usize) -> Self {
+        self.value_bytes = n;
+        self
+    }
+
+    /// Zipfian skew θ (0: uniform).
+    pub fn theta(mut self, theta: f64) -> Self {
+        self.skew = Skew::Theta(theta);
+        self
+    }
+
+    /// Skew such that `access_pct`% of accesses go to `keys_pct`% of keys.
+    pub fn hot_set(mut self, keys_pct: f64, access_pct: f64) -> Self {
+        self.skew = Skew::HotSet {
+            keys_pct,
+            access_pct,
+        };
+        self
+    }
+
+    /// Each operation reads with this probability (percent), else writes.
+    pub fn read_pct(mut self, pct: f64) -> Self {
+        self.mix = OpMix::PerOp { read_pct: pct };
+        self
+    }
+
+    /// Exactly this many writes per transaction, the rest reads.
+    pub fn writes_per_txn(mut self, writes: usize) -> Self {
+        self.mix = OpMix::Fixed { writes };
+        self
+    }
+
+    /// Operations per transaction.
+    pub fn ops_per_txn(mut self, n: usize) -> Self {
+        self.ops_per_txn = n;
+        self
+    }
+
+    /// Fraction of long read-only transactions.
+    pub fn long_read_fraction(mut self, f: f64) -> Self {
+        self.long_read_fraction = f;
+        self
+    }
+
+    /// Keys per long read-only transaction.
+    pub fn long_read_keys(mut self, n: usize) -> Self {
+        self.long_read_keys = n;
+        self
+    }
+
+    /// Read-modify-writes or blind writes.
+    pub fn write_kind(mut self, k: WriteKind) -> Self {
+        self.write_kind = k;
+        self
+    }
+
+    /// Run long read-only transactions as snapshot transactions.
+    pub fn snapshot_long_reads(mut self, on: bool) -> Self {
+        self.snapshot_long_reads = on;
+        self
+    }
+
+    /// Check the configuration and resolve the skew to a θ.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for zero keys, a value too small for the counter or
+    /// above granary's limit, zero or more operations than keys, a
+    /// probability out of range, more writes than operations, θ outside
+    /// `[0, 1)`, a hot set no θ < 1 reaches, or a long read of more keys
+    /// than exist.
+    pub fn validate(&self) -> Result<f64, ConfigError> {
+        let err = |m: String| Err(ConfigError(m));
+        if self.keys == 0 {
+            return err("need at least 1 key".into());
+        }
+        if self.value_bytes < 8 || self.value_bytes > granary::MAX_VALUE_BYTES {
+            return err(format!(
+                "value size must be in 8..={} bytes (8 for the counter), got {}",
+                granary::MAX_VALUE_BYTES,
+                self.value_bytes
+            ));
+        }
+        let f = self.long_read_fraction;
+        if !(0.0..=1.0).contains(&f) {
+            return err(format!("long-read fraction must be in [0, 1], got {f}"));
+        }
+        if f < 1.0 {
+            let ops = self.ops_per_txn;
+            if ops == 0 || ops > MAX_OPS_PER_TXN || ops as u64 > self.keys {
+                return err(format!(
+                    "operations per transaction must be in 1..={} and at most the key count {} (keys are distinct), got {ops}",
+                    MAX_OPS_PER_TXN, self.keys
+                ));
+            }
+        }
+        match self.mix {
+            OpMix::PerOp { read_pct } if !(0.0..=100.0).contains(&read_pct) => {
+                return err(format!(
+                    "read percentage must be in [0, 100], got {read_pct}"
+                ));
+            }
+            OpMix::Fixed { writes } if writes > self.ops_per_txn => {
+                return err(format!(
+                    "{writes} writes per transaction exceed the {} operations",
+                    self.ops_per_txn
+                ));
+            }
+            _ => {}
+        }
+        if f > 0.0 {
+            let n = self.long_read_keys;
+            if n == 0 || n > MAX_OPS_PER_TXN || n as u64 > self.keys {
+                return err(format!(
+                    "long-read keys must be in 1..={} and at most the key count {}, got {n}",
+                    MAX_OPS_PER_TXN, self.keys
+                ));
+            }
+        }
+        let theta = match self.skew {
+            Skew::Theta(t) => t,
+            Skew::HotSet {
+                keys_pct,
+                access_pct,
+            } => theta_for_hot_set(self.keys, keys_pct / 100.0, access_pct / 100.0).ok_or_else(
+                || {
+                    ConfigError(format!(
+                        "no Zipfian θ < 1 sends {access_pct}% of accesses to {keys_pct}% of {} keys (too few keys, or percentages outside (0, 100))",
+                        self.keys
+                    ))
+                },
+            )?,
+        };
+        Zipf::new(self.keys, theta).map_err(|e| ConfigError(e.to_string()))?;
+        Ok(theta)
+    }
+}
+
+/// Key chooser: uniform, or Zipfian ranks spread by a bijection.
+#[derive(Clone, Debug)]
+enum Chooser {
+    Uniform(u64),
+    Zipf { z: Zipf, n: u64, mult: u64 },
+}
+
+impl Chooser {
+    fn new(n: u64, theta: f64) -> Result<Chooser, ConfigError> {
+        if theta == 0.0 {
+            return Ok(Chooser::Uniform(n));
+        }
+        let z = Zipf::new(n, theta).map_err(|e| ConfigError(e.to_string()))?;
+        // The golden-ratio multiplier, nudged until coprime with n, makes
+        // `rank · mult mod n` a permutation of 0..n.
+        let mut mult = 0x9E37_79B9_7F4A_7C15u64 % n;
+        while gcd(mult, n) != 1 {
+            mult = (mult + 1) % n;
+        }
+        Ok(Chooser::Zipf { z, n, mult })
+    }
+
+    #[inline]
+    fn next(&self, rng: &mut Rng) -> u64 {
+        match self {
+            Chooser::Uniform(n) => rng.below(*n),
+            Chooser::Zipf { z, n, mult } => {
+                ((z.next(rng) as u128 * *mult as u128) % *n as u128) as u64
+            }
+        }
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The workload.
+pub struct Ycsb {
+    pub cfg: YcsbConfig,
+    theta: f64,
+    chooser: Chooser,
+    table: Option<TableId>,
+    /// RMW operations committed, handed back by threads when dropped.
+    rmw_ops: Arc<AtomicU64>,
+}
+
+/// A thread's state.
+pub struct YcsbThread {
+    rng: Rng,
+    /// This transaction's operations: (key, writes?).
+    ops: Vec<(u64, bool)>,
+    seen: HashSet<u64>,
+    long_keys: Vec<u64>,
+    buf: Vec<u8>,
+    rmw_ops: u64,
+    sink: Arc<AtomicU64>,
+}
+
+impl Drop for YcsbThread {
+    fn drop(&mut self) {
+        // Relaxed: read after the driver joins this thread.
+        self.sink.fetch_add(self.rmw_ops, Ordering::Relaxed);
+    }
+}
+
+fn value_counter(v: &[u8]) -> u64 {
+    u64::from_le_bytes(v[..8].try_into().expect("values have at least 8 bytes"))
+}
+
+impl Ycsb {
+    /// # Errors
+    /// As [`YcsbConfig::validate`].
+    pub fn new(cfg: YcsbConfig) -> Result<Ycsb, ConfigError> {
+        let theta = cfg.validate()?;
+        Ok(Ycsb {
+            chooser: Chooser::new(cfg.keys, theta)?,
+            theta,
+            cfg,
+            table: None,
+            rmw_ops: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The resolved Zipfian θ (0: uniform).
+    pub fn theta(&self) -> f64 {
+        self.theta
+    }
+
+    /// The table, once loaded.
+    pub fn table(&self) -> Option<TableId> {
+        self.table
+    }
+
+    fn initial_value(key: u64, out: &mut Vec<u8>, bytes: usize) {
+        out.clear();
+        out.extend_from_slice(&0u64.to_le_bytes());
+        let fill = key.to_le_bytes();
+        out.extend((0..bytes - 8).map(|i| fill[i % 8] | 1));
+    }
+
+    /// Pick this transaction's distinct keys and which of them write.
+    fn plan(&self, th: &mut YcsbThread) {
+        let ops = self.cfg.ops_per_txn;
+        th.ops.clear();
+        th.seen.clear();
+        while th.ops.len() < ops {
+            let k = self.chooser.next(&mut th.rng);
+            let dup = if ops <= 16 {
+                th.ops.iter().any(|&(o, _)| o == k)
+            } else {
+                !th.seen.insert(k)
+            };
+            if dup {
+                continue;
+            }
+            let i = th.ops.len();
+            let write = match self.cfg.mix {
+                OpMix::Fixed { writes } => i < writes,
+                OpMix::PerOp { read_pct } => {
+                    (th.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * 100.0
+                        >= read_pct
+                }
+            };
+            th.ops.push((k, write));
+        }
+    }
+
+    fn update_or_read<R: TxRunner>(
+        &self,
+        th: &mut YcsbThread,
+        ex: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        self.plan(th);
+        let t = self
+            .table
+            .ok_or_else(|| Error::InvalidOption("YCSB: run before load".into()))?;
+        let ty = if th.ops.iter().any(|o| o.1) {
+            UPDATE
+        } else {
+            READ_ONLY
+        };
+        let (ops, buf) = (&th.ops, &mut th.buf);
+        let (rmw, bytes) = (self.cfg.write_kind == WriteKind::Rmw, self.cfg.value_bytes);
+        let out = ex.txn(ty, |tx| {
+            let mut rmws = 0u64;
+            let mut acc = 0u64;
+            for &(k, write) in ops {
+                let key = k.to_be_bytes();
+                if write && !rmw {
+                    Self::initial_value(k, buf, bytes);
+                    tx.put(t, &key, buf)?;
+                    continue;
+                }
+                let v = tx
+                    .get(t, &key)?
+                    .ok_or_else(|| TxError::user(format!("YCSB key {k} missing")))?;
+                if v.len() < 8 {
+                    return Err(TxError::user(format!(
+                        "YCSB key {k}: value of {} bytes",
+                        v.len()
+                    )));
+                }
+                if write {
+                    buf.clear();
+                    buf.extend_from_slice(v);
+                    let c = value_counter(buf).wrapping_add(1);
+                    buf[..8].copy_from_slice(&c.to_le_bytes());
+                    tx.put(t, &key, buf)?;
+                    rmws += 1;
+                } else {
+                    acc = acc.wrapping_add(value_counter(v));
+                }
+            }
+            std::hint::black_box(acc);
+            Ok(rmws)
+        })?;
+        th.rmw_ops += out.unwrap_or(0);
+        Ok(())
+    }
+
+    fn long_read<R: TxRunner>(
+        &self,
+        th: &mut YcsbThread,
+        ex: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        let t = self
+            .table
+            .ok_or_else(|| Error::InvalidOption("YCSB: run before load".into()))?;
+        // Floyd's sampling: `m` distinct uniform keys in `m` draws.
+        let (n, m) = (self.cfg.keys, self.cfg.long_read_keys as u64);
+        th.seen.clear();
+        th.long_keys.clear();
+        for j in n - m..n {
+            let r = th.rng.below(j + 1);
+            let k = if th.seen.insert(r) {
+                r
+            } else {
+                th.seen.insert(j);
+                j
+            };
+            th.long_keys.push(k);
+        }
+        let keys = &th.long_keys;
+        let mut body = |tx: &mut dyn ReadOnly| -> Result<u64, TxError> {
+            let mut acc = 0u64;
+            for &k in keys {
+                let v = tx
+                    .read(t, &k.to_be_bytes())?
+                    .ok_or_else(|| TxError::user(format!("YCSB key {k} missing")))?;
+                acc = acc.wrapping_add(v.first().copied().unwrap_or(0) as u64);
+            }
+            Ok(acc)
+        };
+        if self.cfg.snapshot_long_reads {
+            let start = Instant::now();
+            std::hint::black_box(ex.runner().snapshot_read(&mut body)?);
+            ex.completed_outside(LONG_READ, start);
+        } else {
+            std::hint::black_box(ex.txn(LONG_READ, |tx| body(tx))?);
+        }
+        Ok(())
+    }
+}
+
+impl Workload for Ycsb {
+    type Thread = YcsbThread;
+
+    fn types(&self) -> &'static [&'static str] {
+        &TYPES
+    }
+
+    fn load<E: Engine>(
+        &mut self,
+        engine: &E,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(), Error> {
+        let t = engine.create_table("usertable")?;
+        let n = self.cfg.keys;
+        let bytes = self.cfg.value_bytes;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |p| p.get())
+            .clamp(1, 8) as u64;
+        let per = n.div_ceil(threads);
+        let done = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let done = &done;
+                    s.spawn(move || -> Result<(), Error> {
+                        let mut r = engine.runner()?;
+                        let (lo, hi) = ((i * per).min(n), ((i + 1) * per).min(n));
+                        let mut v = Vec::with_capacity(bytes);
+                        let mut k = lo;
+                        while k < hi {
+                            let end = (k + LOAD_BATCH).min(hi);
+                            loop {
+                                let res = r.try_run(|tx| {
+                                    for key in k..end {
+                                        Self::initial_value(key, &mut v, bytes);
+                                        tx.insert(t, &key.to_be_bytes(), &v)?;
+                                    }
+                                    Ok(())
+                                })?;
+                                if res.is_ok() {
+                                    break;
+                                }
+                            }
+                            // Relaxed: a progress counter only.
+                            let d = done.fetch_add(end - k, Ordering::Relaxed);
+                            progress(d + end - k, n);
+                            k = end;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("loader thread panicked"))
+        })?;
+        self.table = Some(t);
+        Ok(())
+    }
+
+    fn thread(&self, id: usize, _threads: usize, seed: u64) -> YcsbThread {
+        YcsbThread {
+            rng: Rng::new(seed, id as u64 + 1),
+            ops: Vec::with_capacity(self.cfg.ops_per_txn.min(1024)),
+            seen: HashSet::new(),
+            long_keys: Vec::new(),
+            buf: Vec::with_capacity(self.cfg.value_bytes),
+            rmw_ops: 0,
+            sink: Arc::clone(&self.rmw_ops),
+        }
+    }
+
+    fn run_one<R: TxRunner>(&self, th: &mut YcsbThread, ex: &mut Exec<'_, R>) -> Result<(), Error> {
+        let f = self.cfg.long_read_fraction;
+        let long =
+            f > 0.0 && (f >= 1.0 || (th.rng.next_u64() >> 11) < (f * (1u64 << 53) as f64) as u64);
+        if long {
+            self.long_read(th, ex)
+        } else {
+            self.update_or_read(th, ex)
+        }
+    }
+
+    fn verify<E: Engine>(&self, engine: &E) -> Result<Vec<String>, Error> {
+        let Some(t) = self.table else {
+            return Ok(vec!["YCSB: verify before load".into()]);
+        };
+        let n = self.cfg.keys;
+        let mut r = engine.runner()?;
+        let mut bad = Vec::new();
+        let (mut rows, mut sum) = (0u64, 0u64);
+        let mut lo = 0u64;
+        while lo < n {
+            let hi = (lo + VERIFY_CHUNK).min(n);
+            let (count, s, wrong) = loop {
+                let res = r.try_run(|tx| {
+                    let (mut count, mut s, mut wrong) = (0u64, 0u64, Vec::new());
+                    tx.scan(
+                        t,
+                        Bound::Included(&lo.to_be_bytes()[..]),
+                        Bound::Excluded(&hi.to_be_bytes()[..]),
+                        usize::MAX,
+                        false,
+                        |k, v| {
+                            count += 1;
+                            if v.len() != self.cfg.value_bytes {
+                                wrong.push(format!("key {k:?}: value of {} bytes", v.len()));
+                            } else {
+                                s = s.wrapping_add(value_counter(v));
+                            }
+                            true
+                        },
+                    )?;
+                    Ok((count, s, wrong))
+                })?;
+                if let Ok(x) = res {
+                    break x;
+                }
+            };
+            if count != hi - lo {
+                bad.push(format!(
+                    "keys {lo}..{hi}: {count} rows, expected {}",
+                    hi - lo
+                ));
+            }
+            bad.extend(wrong.into_iter().take(10));
+            rows += count;
+            sum = sum.wrapping_add(s);
+            lo = hi;
+        }
+        // Relaxed: the driver joined every thread (which flushed) first.
+        let committed = self.rmw_ops.load(Ordering::Relaxed);
+        if self.cfg.write_kind == WriteKind::Rmw && sum != committed {
+            bad.push(format!(
+                "value counters sum to {sum}, but {committed} read-modify-writes committed"
+            ));
+        }
+        if rows != n {
+            bad.push(format!("{rows} rows, expected {n}"));
+        }
+        Ok(bad)
+    }
+}
