@@ -55,6 +55,6 @@ pub use error::{AbortReason, Error, TxError};
 pub use secondary::SecondaryIndex;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
-pub use tx::{Engine, ReadOnly, Session, Tx, TxRunner};
+pub use tx::{Declared, Engine, ReadOnly, Session, Tx, TxRunner};
 pub use txn::{ticks, KeyValue, Profile, Transaction};
 pub use worker::{Stats, Worker};

@@ -129,6 +129,79 @@ impl ReadOnly for Snapshot<'_> {
     }
 }
 
+/// A procedure's read and write sets, declared before it runs when its
+/// parameters determine them (DESIGN.md: BOHM plans transactions from
+/// their write sets, BOHM §3; ordered 2PL locks them up front). Protocols
+/// that execute optimistically (Silo) ignore them. Reusable: [`clear`]
+/// keeps the buffers.
+///
+/// [`clear`]: Declared::clear
+#[derive(Clone, Debug, Default)]
+pub struct Declared {
+    keys: Vec<u8>,
+    /// (table, offset, length, is_write)
+    entries: Vec<(TableId, u32, u32, bool)>,
+}
+
+impl Declared {
+    /// An empty declaration.
+    pub fn new() -> Declared {
+        Declared::default()
+    }
+
+    /// Forget every entry (keeping the buffers).
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.entries.clear();
+    }
+
+    fn push(&mut self, t: TableId, key: &[u8], write: bool) -> &mut Self {
+        let at = self.keys.len() as u32;
+        self.keys.extend_from_slice(key);
+        self.entries.push((t, at, key.len() as u32, write));
+        self
+    }
+
+    /// Declare that the procedure reads `key`.
+    pub fn read(&mut self, t: TableId, key: &[u8]) -> &mut Self {
+        self.push(t, key, false)
+    }
+
+    /// Declare that the procedure writes (puts, inserts or deletes) `key`.
+    pub fn write(&mut self, t: TableId, key: &[u8]) -> &mut Self {
+        self.push(t, key, true)
+    }
+
+    fn entries(&self, write: bool) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .filter(move |e| e.3 == write)
+            .map(|&(t, at, n, _)| (t, &self.keys[at as usize..(at + n) as usize]))
+    }
+
+    /// The declared reads.
+    pub fn reads(&self) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
+        self.entries(false)
+    }
+
+    /// The declared writes.
+    pub fn writes(&self) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
+        self.entries(true)
+    }
+
+    /// Whether `key` is declared as read (or written: a write may read).
+    pub fn covers_read(&self, t: TableId, key: &[u8]) -> bool {
+        self.reads()
+            .chain(self.writes())
+            .any(|(u, k)| u == t && k == key)
+    }
+
+    /// Whether `key` is declared as written.
+    pub fn covers_write(&self, t: TableId, key: &[u8]) -> bool {
+        self.writes().any(|(u, k)| u == t && k == key)
+    }
+}
+
 /// A worker thread's handle for running one-shot procedures under some
 /// concurrency-control protocol.
 pub trait TxRunner {
@@ -147,6 +220,21 @@ pub trait TxRunner {
         &mut self,
         body: impl FnOnce(&mut Self::Tx<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error>;
+
+    /// As [`try_run`](TxRunner::try_run), for a procedure whose read and
+    /// write sets are declared up front. The body must stay within them.
+    /// The default (Silo's) ignores the declaration.
+    ///
+    /// # Errors
+    /// As for `try_run`.
+    fn try_run_declared<T>(
+        &mut self,
+        declared: &Declared,
+        body: impl FnOnce(&mut Self::Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let _ = declared;
+        self.try_run(body)
+    }
 
     /// The protocol's commit-order key of this worker's last committed
     /// transaction that wrote something: for Silo, its TID. For any one
@@ -392,5 +480,27 @@ impl Tx for Session<'_> {
         f: F,
     ) -> Result<(), TxError> {
         self.tx.scan(t, lo, hi, limit, reverse, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_sets() {
+        let (a, b) = (TableId(0), TableId(1));
+        let mut d = Declared::new();
+        d.read(a, b"x").write(b, b"yy").read(a, b"");
+        assert_eq!(
+            d.reads().collect::<Vec<_>>(),
+            [(a, &b"x"[..]), (a, &b""[..])]
+        );
+        assert_eq!(d.writes().collect::<Vec<_>>(), [(b, &b"yy"[..])]);
+        assert!(d.covers_read(b, b"yy"), "a declared write may be read");
+        assert!(!d.covers_write(a, b"x"));
+        assert!(!d.covers_read(a, b"yy"), "tables are part of the key");
+        d.clear();
+        assert_eq!(d.reads().count() + d.writes().count(), 0);
     }
 }

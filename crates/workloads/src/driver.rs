@@ -13,7 +13,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use granary::{AbortReason, Engine, Error, TxError, TxRunner};
+use granary::{AbortReason, Declared, Engine, Error, TxError, TxRunner};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -258,6 +258,22 @@ impl<R: TxRunner> Exec<'_, R> {
     pub fn txn<T>(
         &mut self,
         ty: usize,
+        body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<Option<T>, Error> {
+        self.txn_declared(ty, None, body)
+    }
+
+    /// As [`Exec::txn`], for a procedure whose read and write sets are
+    /// known from its parameters: protocols that plan (BOHM) or lock up
+    /// front (ordered 2PL) use `declared`; the others ignore it.
+    ///
+    /// # Errors
+    /// As for [`Exec::txn`].
+    #[inline(never)]
+    pub fn txn_declared<T>(
+        &mut self,
+        ty: usize,
+        declared: Option<&Declared>,
         mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
     ) -> Result<Option<T>, Error> {
         self.tick += 1;
@@ -268,7 +284,10 @@ impl<R: TxRunner> Exec<'_, R> {
         });
         let out = loop {
             let t0 = if self.breakdown { granary::ticks() } else { 0 };
-            let r = self.runner.try_run(&mut body);
+            let r = match declared {
+                Some(d) => self.runner.try_run_declared(d, &mut body),
+                None => self.runner.try_run(&mut body),
+            };
             if self.breakdown {
                 let spent = granary::ticks() - t0;
                 let p = self.runner.take_profile().unwrap_or_default();

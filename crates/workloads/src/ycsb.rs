@@ -435,6 +435,9 @@ pub struct YcsbThread {
     seen: HashSet<u64>,
     long_keys: Vec<u64>,
     buf: Vec<u8>,
+    /// The transaction's keys, declared before it runs (all YCSB keys are
+    /// known from its parameters).
+    declared: granary::Declared,
     rmw_ops: u64,
     sink: Arc<AtomicU64>,
 }
@@ -522,9 +525,17 @@ impl Ycsb {
         } else {
             READ_ONLY
         };
+        th.declared.clear();
+        for &(k, write) in &th.ops {
+            if write {
+                th.declared.write(t, &k.to_be_bytes());
+            } else {
+                th.declared.read(t, &k.to_be_bytes());
+            }
+        }
         let (ops, buf) = (&th.ops, &mut th.buf);
         let (rmw, bytes) = (self.cfg.write_kind == WriteKind::Rmw, self.cfg.value_bytes);
-        let out = ex.txn(ty, |tx| {
+        let out = ex.txn_declared(ty, Some(&th.declared), |tx| {
             let mut rmws = 0u64;
             let mut acc = 0u64;
             for &(k, write) in ops {
@@ -583,6 +594,10 @@ impl Ycsb {
             };
             th.long_keys.push(k);
         }
+        th.declared.clear();
+        for &k in &th.long_keys {
+            th.declared.read(t, &k.to_be_bytes());
+        }
         let keys = &th.long_keys;
         let mut body = |tx: &mut dyn ReadOnly| -> Result<u64, TxError> {
             let mut acc = 0u64;
@@ -599,7 +614,7 @@ impl Ycsb {
             std::hint::black_box(ex.runner().snapshot_read(&mut body)?);
             ex.completed_outside(LONG_READ, start);
         } else {
-            std::hint::black_box(ex.txn(LONG_READ, |tx| body(tx))?);
+            std::hint::black_box(ex.txn_declared(LONG_READ, Some(&th.declared), |tx| body(tx))?);
         }
         Ok(())
     }
@@ -672,6 +687,7 @@ impl Workload for Ycsb {
             seen: HashSet::new(),
             long_keys: Vec::new(),
             buf: Vec::with_capacity(self.cfg.value_bytes),
+            declared: granary::Declared::new(),
             rmw_ops: 0,
             sink: Arc::clone(&self.rmw_ops),
         }
