@@ -14,6 +14,7 @@
 
 pub mod check;
 pub mod driver;
+pub mod fence;
 pub mod record;
 pub mod rng;
 pub mod smallbank;

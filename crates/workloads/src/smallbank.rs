@@ -178,6 +178,8 @@ pub struct SmallBank {
 /// the hot path touches no shared memory).
 pub struct SmallBankThread {
     rng: Rng,
+    /// The running transaction's declared read and write sets.
+    declared: granary::Declared,
     deltas: Vec<i64>,
     sink: Arc<Mutex<Vec<i64>>>,
 }
@@ -443,6 +445,50 @@ impl SmallBank {
         }
     }
 
+    /// Declare what transaction `ty` on customers `a` (and `b`) reads and
+    /// writes. Names map to the ids they were loaded with, so the ids are
+    /// known from the parameters (BOHM's SmallBank takes ids directly).
+    pub fn declare(
+        &self,
+        d: &mut granary::Declared,
+        ty: usize,
+        a: u64,
+        b: u64,
+    ) -> Result<(), Error> {
+        let t = self.t().map_err(|e| match e {
+            TxError::Failed(e) => e,
+            TxError::Conflict(_) => Error::InvalidOption("SmallBank: not loaded".into()),
+        })?;
+        d.clear();
+        d.read(t.account, &name(a));
+        match ty {
+            BALANCE => {
+                d.read(t.savings, &id_key(a)).read(t.checking, &id_key(a));
+            }
+            DEPOSIT_CHECKING => {
+                d.write(t.checking, &id_key(a));
+            }
+            TRANSACT_SAVINGS => {
+                d.write(t.savings, &id_key(a));
+            }
+            AMALGAMATE => {
+                d.read(t.account, &name(b))
+                    .write(t.savings, &id_key(a))
+                    .write(t.checking, &id_key(a))
+                    .write(t.checking, &id_key(b));
+            }
+            WRITE_CHECK => {
+                d.read(t.savings, &id_key(a)).write(t.checking, &id_key(a));
+            }
+            _ => {
+                d.read(t.account, &name(b))
+                    .write(t.checking, &id_key(a))
+                    .write(t.checking, &id_key(b));
+            }
+        }
+        Ok(())
+    }
+
     fn amount(rng: &mut Rng) -> i64 {
         1 + rng.below(MAX_AMOUNT_CENTS as u64) as i64
     }
@@ -457,12 +503,14 @@ impl SmallBank {
     ) -> Result<(), Error> {
         let spin_for = Duration::from_micros(self.cfg.spin_us);
         let rng = &mut th.rng;
+        let d = &mut th.declared;
         // Each body returns [(customer, delta); 2] for the customers whose
         // money it changed (delta 0 where none).
         let out: Option<[(u64, i64); 2]> = match ty {
             BALANCE => {
                 let c = self.customer(rng);
-                ex.txn(ty, |tx| {
+                self.declare(d, ty, c, c)?;
+                ex.txn_declared(ty, Some(d), |tx| {
                     let r = self.balance(tx, c);
                     spin(spin_for);
                     r?;
@@ -471,7 +519,8 @@ impl SmallBank {
             }
             DEPOSIT_CHECKING => {
                 let (c, v) = (self.customer(rng), Self::amount(rng));
-                ex.txn(ty, |tx| {
+                self.declare(d, ty, c, c)?;
+                ex.txn_declared(ty, Some(d), |tx| {
                     let r = self.deposit_checking(tx, c, v);
                     spin(spin_for);
                     let d = r?;
@@ -481,7 +530,8 @@ impl SmallBank {
             TRANSACT_SAVINGS => {
                 let c = self.customer(rng);
                 let v = rng.below(2 * MAX_AMOUNT_CENTS as u64 + 1) as i64 - MAX_AMOUNT_CENTS;
-                ex.txn(ty, |tx| {
+                self.declare(d, ty, c, c)?;
+                ex.txn_declared(ty, Some(d), |tx| {
                     let r = self.transact_savings(tx, c, v);
                     spin(spin_for);
                     let d = r?;
@@ -490,7 +540,8 @@ impl SmallBank {
             }
             AMALGAMATE => {
                 let (a, b) = self.two_customers(rng);
-                ex.txn(ty, |tx| {
+                self.declare(d, ty, a, b)?;
+                ex.txn_declared(ty, Some(d), |tx| {
                     let r = self.amalgamate(tx, a, b);
                     spin(spin_for);
                     let moved = r?;
@@ -499,7 +550,8 @@ impl SmallBank {
             }
             WRITE_CHECK => {
                 let (c, v) = (self.customer(rng), Self::amount(rng));
-                ex.txn(ty, |tx| {
+                self.declare(d, ty, c, c)?;
+                ex.txn_declared(ty, Some(d), |tx| {
                     let r = self.write_check(tx, c, v);
                     spin(spin_for);
                     let d = r?;
@@ -509,7 +561,8 @@ impl SmallBank {
             _ => {
                 let (a, b) = self.two_customers(rng);
                 let v = Self::amount(rng);
-                ex.txn(SEND_PAYMENT, |tx| {
+                self.declare(d, SEND_PAYMENT, a, b)?;
+                ex.txn_declared(SEND_PAYMENT, Some(d), |tx| {
                     let r = self.send_payment(tx, a, b, v);
                     spin(spin_for);
                     let moved = r?;
@@ -594,6 +647,7 @@ impl Workload for SmallBank {
     fn thread(&self, id: usize, _threads: usize, seed: u64) -> SmallBankThread {
         SmallBankThread {
             rng: Rng::new(seed, id as u64 + 1),
+            declared: granary::Declared::new(),
             deltas: vec![0; self.cfg.customers as usize],
             sink: Arc::clone(&self.deltas),
         }
