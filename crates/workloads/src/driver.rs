@@ -13,7 +13,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use granary::{AbortReason, Declared, Engine, Error, TxError, TxRunner};
+use granary::{AbortReason, Declared, Engine, Error, Tx, TxError, TxRunner};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -513,6 +513,74 @@ pub fn run<W: Workload, E: Engine>(
         rss_bytes,
         peak_rss_bytes,
         invariant_violations: w.verify(engine)?,
+    })
+}
+
+/// Run `body` until it commits: for loading and verification, where a
+/// conflict is rare and retrying is always right.
+///
+/// # Errors
+/// Any error from the body or the engine.
+pub fn run_until_committed<R: TxRunner, T>(
+    r: &mut R,
+    mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
+) -> Result<T, Error> {
+    loop {
+        if let Ok(v) = r.try_run(&mut body)? {
+            return Ok(v);
+        }
+    }
+}
+
+/// Something a loader inserts a row with: `(table, key, value)`.
+pub type InsertRow<'a> = dyn FnMut(granary::TableId, &[u8], &[u8]) -> Result<(), TxError> + 'a;
+
+/// Load items `0..n` in parallel (up to 8 threads, each a contiguous
+/// slice), `batch` items per transaction: `rows(item, insert)` inserts
+/// item `item`'s rows. `progress(done, n)` is called after each batch.
+///
+/// # Errors
+/// An engine error from any loader thread.
+pub fn load_parallel<E: Engine>(
+    engine: &E,
+    n: u64,
+    batch: u64,
+    progress: &(dyn Fn(u64, u64) + Sync),
+    rows: &(dyn Fn(u64, &mut InsertRow<'_>) -> Result<(), TxError> + Sync),
+) -> Result<(), Error> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .clamp(1, 8) as u64;
+    let per = n.div_ceil(threads);
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let done = &done;
+                s.spawn(move || -> Result<(), Error> {
+                    let mut r = engine.runner()?;
+                    let (lo, hi) = ((i * per).min(n), ((i + 1) * per).min(n));
+                    let mut at = lo;
+                    while at < hi {
+                        let end = (at + batch.max(1)).min(hi);
+                        run_until_committed(&mut r, |tx| {
+                            for item in at..end {
+                                rows(item, &mut |t, k, v| tx.insert(t, k, v))?;
+                            }
+                            Ok(())
+                        })?;
+                        // Relaxed: a progress counter only.
+                        let d = done.fetch_add(end - at, Ordering::Relaxed);
+                        progress(d + end - at, n);
+                        at = end;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("loader thread panicked"))
     })
 }
 

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
 
-use crate::driver::{Exec, Workload};
+use crate::driver::{load_parallel, Exec, Workload};
 use crate::rng::Rng;
 
 /// The transaction types, in report order ([`Exec::txn`]'s `ty`).
@@ -598,46 +598,11 @@ impl Workload for SmallBank {
         let n = self.cfg.customers;
         let mut rng = Rng::new(LOAD_SEED, 0);
         let balances: Vec<(i64, i64)> = (0..n).map(|_| Self::initial_balances(&mut rng)).collect();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |p| p.get())
-            .clamp(1, 8) as u64;
-        let per = n.div_ceil(threads);
-        let done = std::sync::atomic::AtomicU64::new(0);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|i| {
-                    let (balances, done) = (&balances, &done);
-                    s.spawn(move || -> Result<(), Error> {
-                        let mut r = engine.runner()?;
-                        let (lo, hi) = ((i * per).min(n), ((i + 1) * per).min(n));
-                        let mut c = lo;
-                        while c < hi {
-                            let end = (c + LOAD_BATCH).min(hi);
-                            loop {
-                                let res = r.try_run(|tx| {
-                                    for id in c..end {
-                                        let (sv, ck) = balances[id as usize];
-                                        tx.insert(t.account, &name(id), &id.to_be_bytes())?;
-                                        tx.insert(t.savings, &id_key(id), &sv.to_be_bytes())?;
-                                        tx.insert(t.checking, &id_key(id), &ck.to_be_bytes())?;
-                                    }
-                                    Ok(())
-                                })?;
-                                if res.is_ok() {
-                                    break;
-                                }
-                            }
-                            let d = done.fetch_add(end - c, std::sync::atomic::Ordering::Relaxed);
-                            progress(d + end - c, n);
-                            c = end;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .try_for_each(|h| h.join().expect("loader thread panicked"))
+        load_parallel(engine, n, LOAD_BATCH, progress, &|id, insert| {
+            let (sv, ck) = balances[id as usize];
+            insert(t.account, &name(id), &id.to_be_bytes())?;
+            insert(t.savings, &id_key(id), &sv.to_be_bytes())?;
+            insert(t.checking, &id_key(id), &ck.to_be_bytes())
         })?;
         self.initial = balances.iter().map(|(s, c)| s + c).collect();
         self.tables = Some(t);

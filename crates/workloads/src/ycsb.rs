@@ -56,7 +56,7 @@ use std::time::Instant;
 use granary::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
 use serde::Serialize;
 
-use crate::driver::{Exec, Workload};
+use crate::driver::{load_parallel, Exec, Workload};
 use crate::rng::Rng;
 use crate::zipf::{theta_for_hot_set, Zipf};
 
@@ -635,46 +635,10 @@ impl Workload for Ycsb {
         let t = engine.create_table("usertable")?;
         let n = self.cfg.keys;
         let bytes = self.cfg.value_bytes;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |p| p.get())
-            .clamp(1, 8) as u64;
-        let per = n.div_ceil(threads);
-        let done = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|i| {
-                    let done = &done;
-                    s.spawn(move || -> Result<(), Error> {
-                        let mut r = engine.runner()?;
-                        let (lo, hi) = ((i * per).min(n), ((i + 1) * per).min(n));
-                        let mut v = Vec::with_capacity(bytes);
-                        let mut k = lo;
-                        while k < hi {
-                            let end = (k + LOAD_BATCH).min(hi);
-                            loop {
-                                let res = r.try_run(|tx| {
-                                    for key in k..end {
-                                        Self::initial_value(key, &mut v, bytes);
-                                        tx.insert(t, &key.to_be_bytes(), &v)?;
-                                    }
-                                    Ok(())
-                                })?;
-                                if res.is_ok() {
-                                    break;
-                                }
-                            }
-                            // Relaxed: a progress counter only.
-                            let d = done.fetch_add(end - k, Ordering::Relaxed);
-                            progress(d + end - k, n);
-                            k = end;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .try_for_each(|h| h.join().expect("loader thread panicked"))
+        load_parallel(engine, n, LOAD_BATCH, progress, &|key, insert| {
+            let mut v = Vec::with_capacity(bytes);
+            Self::initial_value(key, &mut v, bytes);
+            insert(t, &key.to_be_bytes(), &v)
         })?;
         self.table = Some(t);
         Ok(())

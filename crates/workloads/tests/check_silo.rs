@@ -3,29 +3,12 @@
 //! (The CI script also runs `granary check` at 100k transactions on three
 //! seeds; this is the quick in-suite version.)
 
+mod common;
+use common::{seed, stress};
+
 use granary::{Database, Options};
 use granary_check::{check, Level};
 use granary_workloads::check::{run_check, CheckConfig, CheckWorkload};
-
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay the request streams with GRANARY_SEED={s})");
-    s
-}
-
-fn stress() -> u64 {
-    std::env::var("GRANARY_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-}
 
 #[test]
 fn silo_histories_are_serializable() {

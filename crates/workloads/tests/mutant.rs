@@ -3,6 +3,9 @@
 //! `cargo test --release -p granary-workloads --features mutant --test mutant`.
 #![cfg(feature = "mutant")]
 
+mod common;
+use common::seed;
+
 mod script;
 
 use granary::{Database, Options};
@@ -29,19 +32,6 @@ fn hermitage_catches_the_mutant() {
         assert!(report.has(kind), "{s:?}: expected {kind:?}, got:\n{report}");
         checker_agrees(s, &out);
     }
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay the request streams with GRANARY_SEED={s})");
-    s
 }
 
 #[test]

@@ -2,24 +2,14 @@
 //! hand; then contended multi-threaded runs through the driver, after
 //! which no money may have appeared or vanished.
 
+mod common;
+use common::seed;
+
 use std::time::Duration;
 
 use granary::{Database, Error, Options, Worker};
 use granary_workloads::driver::{run, DriverConfig, Workload};
 use granary_workloads::smallbank::{self, Mix, SmallBank, SmallBankConfig, PENALTY_CENTS};
-
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay with GRANARY_SEED={s})");
-    s
-}
 
 fn db() -> Database {
     Database::new(Options::default().epoch_interval(Duration::from_millis(2))).expect("db")

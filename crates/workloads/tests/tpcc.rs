@@ -2,25 +2,15 @@
 //! threads and must leave the consistency conditions (clause 3.3.2) intact;
 //! and the checks themselves must catch a planted inconsistency.
 
+mod common;
+use common::seed;
+
 use std::time::Duration;
 
 use granary::{Database, Engine, Options};
 use granary_workloads::driver::{run, DriverConfig, Workload};
 use granary_workloads::tpcc::rows::{key, Order};
 use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig, TYPES};
-
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay the request streams with GRANARY_SEED={s})");
-    s
-}
 
 fn db() -> Database {
     Database::new(Options::default().epoch_interval(Duration::from_millis(5))).expect("db")

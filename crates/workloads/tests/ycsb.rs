@@ -2,25 +2,15 @@
 //! keys within a transaction are distinct; bad names and overrides are
 //! refused with a clear message.
 
+mod common;
+use common::seed;
+
 use std::ops::Bound;
 use std::time::Duration;
 
 use granary::{Database, Options};
 use granary_workloads::driver::{run, DriverConfig, RunReport, Workload};
 use granary_workloads::ycsb::{OpMix, Skew, WriteKind, Ycsb, YcsbConfig, PRESETS};
-
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay with GRANARY_SEED={s})");
-    s
-}
 
 fn db() -> Database {
     Database::new(Options::default().epoch_interval(Duration::from_millis(2))).expect("db")

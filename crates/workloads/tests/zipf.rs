@@ -8,25 +8,15 @@
 //! 0.9–0.99, computed from the closed form). The bounds below allow that
 //! and sampling noise, no more.
 
+mod common;
+use common::seed;
+
 use granary_workloads::rng::Rng;
 use granary_workloads::zipf::{fnv1a64, theta_for_hot_set, Zipf};
 use rand::SeedableRng;
 use rand_distr::Distribution;
 
 const SAMPLES: usize = 300_000;
-
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay with GRANARY_SEED={s})");
-    s
-}
 
 /// Counts per value in `0..n`.
 fn histogram(n: u64, draws: impl Iterator<Item = u64>) -> Vec<u64> {

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use granary::{Engine, Error, Tx, TxError, TxRunner};
+use granary::{Engine, Error, Tx, TxRunner};
 
 use super::rows::{
     key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
@@ -13,6 +13,7 @@ use super::{
     astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, CUSTOMERS, C_LAST_LOAD,
     DISTRICTS, FIRST_UNDELIVERED, ITEMS, ORDERS,
 };
+use crate::driver::run_until_committed;
 use crate::rng::Rng;
 
 /// Rows per loading transaction.
@@ -41,17 +42,12 @@ impl<R: TxRunner> Batch<'_, R> {
             return Ok(());
         }
         let rows = &self.rows;
-        loop {
-            let r = self.runner.try_run(|tx| {
-                for (t, k, v) in rows {
-                    tx.insert(*t, k, v)?;
-                }
-                Ok::<(), TxError>(())
-            })?;
-            if r.is_ok() {
-                break;
+        run_until_committed(self.runner, |tx| {
+            for (t, k, v) in rows {
+                tx.insert(*t, k, v)?;
             }
-        }
+            Ok(())
+        })?;
         let n = self.rows.len() as u64;
         self.rows.clear();
         let d = self.done.fetch_add(n, Ordering::Relaxed) + n;

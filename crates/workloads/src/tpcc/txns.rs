@@ -32,6 +32,31 @@ fn get_row<T: Tx, R>(
     }
 }
 
+/// The id in the first key of `lo..=hi` in `t` (the last if `reverse`):
+/// the oldest NEW-ORDER row, a customer's newest order.
+fn edge_id<T: Tx>(
+    tx: &mut T,
+    t: granary::TableId,
+    lo: &[u8],
+    hi: &[u8],
+    reverse: bool,
+    id: fn(&[u8]) -> Option<u32>,
+) -> Result<Option<u32>, TxError> {
+    let mut found = None;
+    tx.scan(
+        t,
+        Bound::Included(lo),
+        Bound::Included(hi),
+        1,
+        reverse,
+        |k, _| {
+            found = id(k);
+            false
+        },
+    )?;
+    Ok(found)
+}
+
 /// How a customer is chosen (clause 2.5.1.2 / 2.6.1.2).
 #[derive(Clone, Debug)]
 enum CustomerSel {
@@ -333,19 +358,13 @@ impl Tpcc {
                 "customer",
             )?;
             // The customer's most recent order: last key of (w, d, c, *).
-            let lo = key::order_customer(w, d, c, 0);
-            let hi = key::order_customer(w, d, c, key::MAX_ORDER_ID);
-            let mut last = None;
-            tx.scan(
+            let last = edge_id(
+                tx,
                 t.order_customer,
-                Bound::Included(&lo),
-                Bound::Included(&hi),
-                1,
+                &key::order_customer(w, d, c, 0),
+                &key::order_customer(w, d, c, key::MAX_ORDER_ID),
                 true,
-                |k, _| {
-                    last = key::order_customer_id(k);
-                    false
-                },
+                key::order_customer_id,
             )?;
             let Some(o) = last else { return Ok(0) };
             let _order = get_row(tx, t.order, &key::order(w, d, o), Order::decode, "oorder")?;
@@ -392,17 +411,13 @@ impl Tpcc {
         let mut found = [0u32; DISTRICTS as usize];
         ex.txn(DELIVERY, |tx| {
             for d in 1..=DISTRICTS {
-                let mut oldest = None;
-                tx.scan(
+                let oldest = edge_id(
+                    tx,
                     t.new_order,
-                    Bound::Included(&key::order(w, d, hints[d as usize - 1])),
-                    Bound::Included(&key::order(w, d, key::MAX_ORDER_ID)),
-                    1,
+                    &key::order(w, d, hints[d as usize - 1]),
+                    &key::order(w, d, key::MAX_ORDER_ID),
                     false,
-                    |k, _| {
-                        oldest = key::order_id(k);
-                        false
-                    },
+                    key::order_id,
                 )?;
                 let Some(o) = oldest else { continue };
                 found[d as usize - 1] = o + 1;

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use granary::{Engine, Error, Tx, TxError, TxRunner};
+use granary::{Engine, Error, Tx, TxError};
+
+use crate::driver::run_until_committed;
 
 use super::rows::{key, District, Order, OrderLine, Warehouse};
 use super::{Tpcc, DISTRICTS};
@@ -171,17 +173,6 @@ impl Tpcc {
     }
 }
 
-fn run_retrying<R: TxRunner, T>(
-    r: &mut R,
-    mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
-) -> Result<T, Error> {
-    loop {
-        if let Ok(v) = r.try_run(&mut body)? {
-            return Ok(v);
-        }
-    }
-}
-
 /// Check every warehouse and district; returns the violations.
 pub(super) fn verify<E: Engine>(tpcc: &Tpcc, engine: &E) -> Result<Vec<String>, Error> {
     let t = tpcc
@@ -190,7 +181,7 @@ pub(super) fn verify<E: Engine>(tpcc: &Tpcc, engine: &E) -> Result<Vec<String>, 
     let mut r = engine.runner()?;
     let mut out = Vec::new();
     for w in 1..=tpcc.cfg.warehouses {
-        let w_ytd = run_retrying(&mut r, |tx| {
+        let w_ytd = run_until_committed(&mut r, |tx| {
             let v = tx
                 .get(t.warehouse, &key::warehouse(w))?
                 .ok_or_else(|| TxError::user(format!("warehouse {w} missing")))?;
@@ -198,7 +189,7 @@ pub(super) fn verify<E: Engine>(tpcc: &Tpcc, engine: &E) -> Result<Vec<String>, 
         })?;
         let mut d_ytd = 0;
         for d in 1..=DISTRICTS {
-            let s = run_retrying(&mut r, |tx| district_state(tx, tpcc, w, d))?;
+            let s = run_until_committed(&mut r, |tx| district_state(tx, tpcc, w, d))?;
             d_ytd += s.ytd;
             check_district(tpcc, w, d, &s, &mut out);
         }
