@@ -49,6 +49,28 @@ pub struct Options {
     /// Only exists with the test-only `mutant` feature.
     #[cfg(feature = "mutant")]
     pub mutant_skip_read_validation: bool,
+    /// Durable databases ([`Database::open`]) only: logger threads, each
+    /// with its own directory `log.<i>` (make them symlinks to put logs on
+    /// separate disks). SiloR §3.
+    pub loggers: usize,
+    /// Size of one worker log buffer (SiloR: 512 KB).
+    pub log_buffer_bytes: usize,
+    /// Buffers per worker; a worker whose buffers are all waiting for
+    /// their logger blocks (backpressure).
+    pub log_buffers_per_worker: usize,
+    /// `true` (default): `run` returns only once the transaction is
+    /// durable. `false`: it returns at commit; wait with
+    /// [`Database::wait_durable`] on [`Worker::commit_token`](crate::Worker::commit_token).
+    pub wait_for_durable: bool,
+    /// Take a checkpoint this often (`None`: only on
+    /// [`Database::checkpoint`]).
+    pub checkpoint_interval: Option<Duration>,
+    /// Checkpointer threads, each walking a key-range slice of every table.
+    pub checkpoint_threads: usize,
+    /// Files each checkpointer thread writes round-robin.
+    pub checkpoint_files_per_thread: usize,
+    /// Threads recovery uses to load the checkpoint and replay the logs.
+    pub recovery_threads: usize,
 }
 
 impl Default for Options {
@@ -62,6 +84,14 @@ impl Default for Options {
             max_retries: 100_000,
             #[cfg(feature = "mutant")]
             mutant_skip_read_validation: false,
+            loggers: 1,
+            log_buffer_bytes: 512 << 10,
+            log_buffers_per_worker: 8,
+            wait_for_durable: true,
+            checkpoint_interval: None,
+            checkpoint_threads: 2,
+            checkpoint_files_per_thread: 1,
+            recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
 }
@@ -91,6 +121,68 @@ impl Options {
         self.max_retries = n;
         self
     }
+    pub fn loggers(mut self, n: usize) -> Self {
+        self.loggers = n;
+        self
+    }
+    pub fn log_buffer_bytes(mut self, n: usize) -> Self {
+        self.log_buffer_bytes = n;
+        self
+    }
+    pub fn log_buffers_per_worker(mut self, n: usize) -> Self {
+        self.log_buffers_per_worker = n;
+        self
+    }
+    pub fn wait_for_durable(mut self, on: bool) -> Self {
+        self.wait_for_durable = on;
+        self
+    }
+    pub fn checkpoint_interval(mut self, every: Option<Duration>) -> Self {
+        self.checkpoint_interval = every;
+        self
+    }
+    pub fn checkpoint_threads(mut self, n: usize) -> Self {
+        self.checkpoint_threads = n;
+        self
+    }
+    pub fn checkpoint_files_per_thread(mut self, n: usize) -> Self {
+        self.checkpoint_files_per_thread = n;
+        self
+    }
+    pub fn recovery_threads(mut self, n: usize) -> Self {
+        self.recovery_threads = n;
+        self
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        let bad = |m: &str| Err(Error::InvalidOption(m.into()));
+        if self.epoch_interval.is_zero() {
+            return bad("epoch_interval must be positive");
+        }
+        if self.max_workers == 0 {
+            return bad("max_workers must be at least 1");
+        }
+        if self.loggers == 0 || self.loggers > crate::durable::format::MAX_LOGGERS {
+            return Err(Error::InvalidOption(format!(
+                "loggers must be between 1 and {}",
+                crate::durable::format::MAX_LOGGERS
+            )));
+        }
+        if self.log_buffer_bytes < 4096 || self.log_buffer_bytes > (1 << 30) {
+            return bad("log_buffer_bytes must be between 4 KiB and 1 GiB");
+        }
+        if self.log_buffers_per_worker < 2 {
+            return bad("log_buffers_per_worker must be at least 2");
+        }
+        if self.checkpoint_interval.is_some_and(|d| d.is_zero()) {
+            return bad("checkpoint_interval must be positive");
+        }
+        if self.checkpoint_threads == 0 || self.checkpoint_files_per_thread == 0 {
+            return bad("checkpoint_threads and checkpoint_files_per_thread must be at least 1");
+        }
+        Ok(())
+    }
+
     /// See [`Options::mutant_skip_read_validation`]. Test-only.
     #[cfg(feature = "mutant")]
     pub fn mutant_skip_read_validation(mut self, on: bool) -> Self {
@@ -117,7 +209,9 @@ pub(crate) struct Table {
 }
 
 pub(crate) struct Shared {
-    pub epochs: Epochs,
+    pub epochs: Arc<Epochs>,
+    /// Set (once) for a database opened on a directory.
+    pub durable: OnceLock<Arc<crate::durable::Durable>>,
     pub tables: Box<[OnceLock<Table>]>,
     names: Mutex<HashMap<String, TableId>>,
     pub options: Options,
@@ -142,6 +236,9 @@ impl Shared {
 impl Tick for Shared {
     fn tick(&self) {
         self.epochs.advance();
+        if let Some(d) = self.durable.get() {
+            d.on_tick();
+        }
     }
 }
 
@@ -181,6 +278,33 @@ impl Drop for Shared {
 #[derive(Clone)]
 pub struct Database {
     pub(crate) shared: Arc<Shared>,
+    /// Held by every user handle and worker (not by granary's own
+    /// threads): when the last one goes, a durable database flushes,
+    /// stops its threads and unlocks its directory.
+    pub(crate) owner: Option<Arc<Owner>>,
+}
+
+/// See [`Database::owner`].
+pub(crate) struct Owner {
+    shared: Arc<Shared>,
+    /// The directory lock, released last.
+    pub lock: Mutex<Option<std::fs::File>>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if let Some(d) = self.shared.durable.get() {
+            d.checkpoints.stop();
+            d.checkpoints.join();
+            // No user worker is left and the checkpointer has stopped:
+            // two ticks put every commit below the bound the loggers
+            // flush up to.
+            self.shared.epochs.advance();
+            self.shared.epochs.advance();
+            d.shutdown();
+        }
+        drop(self.lock.lock().take());
+    }
 }
 
 impl std::fmt::Debug for Database {
@@ -199,18 +323,13 @@ impl Database {
     /// [`Error::InvalidOption`] for a zero epoch interval or worker limit;
     /// [`Error::Io`] if the epoch thread cannot be started.
     pub fn new(options: Options) -> Result<Database, Error> {
-        if options.epoch_interval.is_zero() {
-            return Err(Error::InvalidOption(
-                "epoch_interval must be positive".into(),
-            ));
-        }
-        if options.max_workers == 0 {
-            return Err(Error::InvalidOption(
-                "max_workers must be at least 1".into(),
-            ));
-        }
+        options.validate()?;
         let shared = Arc::new(Shared {
-            epochs: Epochs::new(options.max_workers, options.snapshot_versions_idle_epochs),
+            epochs: Arc::new(Epochs::new(
+                options.max_workers,
+                options.snapshot_versions_idle_epochs,
+            )),
+            durable: OnceLock::new(),
             tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
             names: Mutex::new(HashMap::new()),
             global_tid: CachePadded::new(AtomicU64::new(0)),
@@ -221,7 +340,99 @@ impl Database {
         #[cfg(not(loom))]
         crate::epoch::spawn_advancer(Arc::downgrade(&shared), shared.options.epoch_interval)
             .map_err(Error::Io)?;
-        Ok(Database { shared })
+        let owner = Some(Arc::new(Owner {
+            shared: shared.clone(),
+            lock: Mutex::new(None),
+        }));
+        Ok(Database { shared, owner })
+    }
+
+    /// Open (or create) a durable database in `dir` (SiloR): recover
+    /// whatever the directory holds — the newest complete checkpoint plus
+    /// the log up to the persistent epoch — then serve, logging every
+    /// commit. Tables come back under their names and ids.
+    ///
+    /// With the default `wait_for_durable`, [`Worker::run`] returns only
+    /// once the transaction is durable (about one to three epochs).
+    ///
+    /// ```
+    /// use granary::{Database, Options};
+    /// let dir = std::env::temp_dir().join(format!("granary-doc-open-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let opts = Options::default().epoch_interval(std::time::Duration::from_millis(5));
+    /// {
+    ///     let db = Database::open(&dir, opts.clone())?;
+    ///     let t = db.open_table("kv")?;
+    ///     db.worker()?.run(|tx| tx.put(t, b"k", b"v"))?; // durable on return
+    /// }
+    /// let db = Database::open(&dir, opts)?; // recovers
+    /// let t = db.table("kv")?;
+    /// let v = db.worker()?.run(|tx| Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec)))?;
+    /// assert_eq!(v.as_deref(), Some(&b"v"[..]));
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), granary::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Locked`] if another process or handle has the directory
+    /// open; [`Error::Corrupt`] for damage within what was durable (see
+    /// `docs/FORMAT.md` for the recovery policy); [`Error::Storage`] for
+    /// failed file operations; [`Error::InvalidOption`] for bad options,
+    /// or a logger count different from the directory's.
+    pub fn open(dir: impl AsRef<std::path::Path>, options: Options) -> Result<Database, Error> {
+        crate::durable::open(dir.as_ref(), options)
+    }
+
+    /// Take a checkpoint now (SiloR §4.1); returns what it wrote. Logs it
+    /// makes redundant and the previous checkpoint are deleted.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] on an in-memory database; storage errors
+    /// (which also poison the database).
+    pub fn checkpoint(&self) -> Result<crate::durable::CheckpointStats, Error> {
+        crate::durable::checkpoint::run(self)
+    }
+
+    /// The persistent epoch e_p: every transaction of an epoch ≤ e_p is
+    /// durable. `None` for an in-memory database.
+    pub fn durable_epoch(&self) -> Option<u64> {
+        self.shared
+            .durable
+            .get()
+            .map(|d| d.pepoch.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Block until the transaction behind `token` is durable (returns at
+    /// once on an in-memory database).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] if the log failed, or the database is closing.
+    pub fn wait_durable(&self, token: crate::CommitToken) -> Result<(), Error> {
+        match self.shared.durable.get() {
+            Some(d) => d.wait_durable(token.epoch),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the transaction behind `token` is durable yet.
+    pub fn is_durable(&self, token: crate::CommitToken) -> bool {
+        self.durable_epoch().is_none_or(|e| e >= token.epoch)
+    }
+
+    /// Logging and recovery figures (`None` for an in-memory database).
+    pub fn durability_stats(&self) -> Option<crate::durable::DurabilityStats> {
+        self.shared.durable.get().map(|d| d.stats())
+    }
+
+    /// Stop the periodic checkpointer, then drop this handle. When it is
+    /// the last handle (and no worker is left), everything committed is
+    /// flushed and the directory is unlocked before this returns.
+    pub fn close(self) {
+        if let Some(d) = self.shared.durable.get() {
+            d.checkpoints.stop();
+            d.checkpoints.join();
+        }
     }
 
     /// Create a table.
@@ -239,12 +450,30 @@ impl Database {
             return Err(Error::TooManyTables { max: MAX_TABLES });
         }
         let t = TableId(id as u32);
+        if let Some(d) = self.shared.durable.get() {
+            d.add_table(t.0, name)?;
+        }
         let _ = self.shared.tables[id].set(Table {
             name: name.to_string(),
             tree: Tree::new(),
         });
         names.insert(name.to_string(), t);
         Ok(t)
+    }
+
+    /// The table with this name, created if there is none (for code that
+    /// runs both on a fresh directory and on a recovered one).
+    ///
+    /// # Errors
+    /// As for [`Database::create_table`].
+    pub fn open_table(&self, name: &str) -> Result<TableId, Error> {
+        match self.table(name) {
+            Ok(t) => Ok(t),
+            Err(_) => match self.create_table(name) {
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+        }
     }
 
     /// The table with this name.
@@ -287,7 +516,7 @@ impl Database {
     /// # Errors
     /// [`Error::TooManyWorkers`] past `Options::max_workers` live workers.
     pub fn worker(&self) -> Result<Worker, Error> {
-        Worker::new(self.shared.clone())
+        Worker::new(self.shared.clone(), self.owner.clone())
     }
 
     /// The current global epoch.

@@ -103,6 +103,11 @@ impl Epochs {
         self.global.load(Ordering::Acquire)
     }
 
+    /// Move `E` up to at least `e` (recovery, before any worker commits).
+    pub fn raise_global(&self, e: u64) {
+        self.global.fetch_max(e, Ordering::AcqRel);
+    }
+
     /// The global snapshot epoch `SE`.
     pub fn snapshot(&self) -> u64 {
         self.snap_global.load(Ordering::Acquire)

@@ -87,6 +87,34 @@ pub enum Error {
     InvalidOption(String),
     /// The operating system refused a resource (e.g. the epoch thread).
     Io(std::io::Error),
+    /// A file operation of a durable database failed.
+    Storage {
+        what: String,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// Another process (or handle) has this database directory open.
+    Locked(std::path::PathBuf),
+    /// Damage inside what the database had made durable: recovery refuses
+    /// to guess. `offset` is a byte offset into `path`.
+    Corrupt {
+        path: std::path::PathBuf,
+        offset: u64,
+        what: String,
+    },
+    /// A log or checkpoint write or sync failed earlier (the cause is
+    /// given): the database acknowledges nothing more. Reopen it to recover.
+    Poisoned(String),
+}
+
+impl Error {
+    pub(crate) fn storage(what: &str, path: &std::path::Path, source: std::io::Error) -> Error {
+        Error::Storage {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -111,6 +139,23 @@ impl fmt::Display for Error {
             Error::User(e) => write!(f, "transaction failed: {e}"),
             Error::InvalidOption(m) => write!(f, "invalid option: {m}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Storage { what, path, source } => {
+                write!(f, "cannot {what} ({}): {source}", path.display())
+            }
+            Error::Locked(p) => write!(
+                f,
+                "database directory {} is in use by another process or handle",
+                p.display()
+            ),
+            Error::Corrupt { path, offset, what } => write!(
+                f,
+                "corrupt durable data in {} at byte {offset}: {what}",
+                path.display()
+            ),
+            Error::Poisoned(cause) => write!(
+                f,
+                "database stopped acknowledging commits after a storage failure: {cause}"
+            ),
         }
     }
 }
@@ -120,6 +165,7 @@ impl std::error::Error for Error {
         match self {
             Error::User(e) => Some(e.as_ref()),
             Error::Io(e) => Some(e),
+            Error::Storage { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -37,6 +37,7 @@
 //! ```
 
 mod db;
+pub mod durable;
 mod epoch;
 mod error;
 mod gc;
@@ -57,4 +58,4 @@ pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
 pub use tx::{Declared, Engine, ReadOnly, Session, Tx, TxRunner};
 pub use txn::{ticks, KeyValue, Profile, Transaction};
-pub use worker::{Stats, Worker};
+pub use worker::{CommitToken, Stats, Worker};

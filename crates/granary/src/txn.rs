@@ -711,8 +711,20 @@ impl<'w> Transaction<'w> {
         }
         if self.c.st.write_set.is_empty() {
             // Read-only: Phase 2 only; no TID, nothing to install.
-            return validate(&self.c.st, false, validates_reads(self.shared))
-                .inspect_err(|_| self.abort());
+            validate(&self.c.st, false, validates_reads(self.shared))
+                .inspect_err(|_| self.abort())?;
+            if self.shared.durable.get().is_some() {
+                // Its results may be released once what it read is durable.
+                self.c.durable_need = self
+                    .c
+                    .st
+                    .read_set
+                    .iter()
+                    .map(|r| r.tid.epoch())
+                    .max()
+                    .unwrap_or(0);
+            }
+            return Ok(());
         }
         // Phase 1: lock the write-set in a global (address) order.
         let st = &mut self.c.st;
@@ -765,6 +777,21 @@ impl<'w> Transaction<'w> {
             self.install(i, commit, e);
         }
         self.c.last_tid = commit;
+        if let Some(d) = self.shared.durable.get() {
+            // SiloR §4.2: value logging, still pinned in epoch ≤ e.
+            let st = &self.c.st;
+            let a = &st.arena[..];
+            let range = |r: (u32, u32)| &a[r.0 as usize..(r.0 + r.1) as usize];
+            d.append(
+                self.c.slot,
+                e,
+                commit.raw(),
+                st.write_set
+                    .iter()
+                    .map(|w| (w.table.0, range(w.key), w.value.map(range))),
+            );
+            self.c.durable_need = e;
+        }
         Ok(())
     }
 

@@ -54,6 +54,14 @@ unsafe impl Guard for RetirePin<'_> {
     }
 }
 
+/// Identifies a committed transaction's durability requirement; see
+/// [`Worker::commit_token`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CommitToken {
+    /// The transaction is durable once the persistent epoch reaches this.
+    pub epoch: u64,
+}
+
 /// Per-worker counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -91,6 +99,8 @@ impl Stats {
 /// Not `Sync`: one per thread.
 pub struct Worker {
     pub(crate) shared: Arc<Shared>,
+    /// Keeps a durable database open (`None` for granary's own workers).
+    _owner: Option<Arc<crate::db::Owner>>,
     slot: usize,
     pub(crate) core: Core,
     stats: Stats,
@@ -110,6 +120,11 @@ pub(crate) struct Core {
     pub pool: crate::record::Pool,
     /// The reclamation bounds at the last collection.
     pub gc_seen: (u64, u64),
+    /// This worker's epoch slot (also its log slot).
+    pub slot: usize,
+    /// The epoch that must be durable before the last committed
+    /// transaction may be acknowledged (durable databases only).
+    pub durable_need: u64,
     /// Cost breakdown collection (off unless asked for).
     pub profiling: bool,
     pub prof: crate::txn::Profile,
@@ -131,14 +146,21 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(shared: Arc<Shared>) -> Result<Worker, Error> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        owner: Option<Arc<crate::db::Owner>>,
+    ) -> Result<Worker, Error> {
         let slot = shared.epochs.register().ok_or(Error::TooManyWorkers {
             max: shared.options.max_workers,
         })?;
         Ok(Worker {
             shared,
+            _owner: owner,
             slot,
-            core: Core::default(),
+            core: Core {
+                slot,
+                ..Core::default()
+            },
             stats: Stats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ (slot as u64 + 1),
         })
@@ -210,6 +232,9 @@ impl Worker {
         &mut self,
         body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
+        if let Some(d) = self.shared.durable.get() {
+            d.check()?;
+        }
         self.pin();
         let mut tx = Transaction::new(&self.shared, &mut self.core);
         let out = match body(&mut tx) {
@@ -232,10 +257,29 @@ impl Worker {
         };
         self.unpin();
         match &out {
-            Ok(_) => self.stats.commits += 1,
+            Ok(_) => {
+                self.stats.commits += 1;
+                if let Some(d) = self.shared.durable.get() {
+                    // SiloR §3: acknowledge only once the epoch is durable
+                    // (unpinned, so the epoch can move on meanwhile).
+                    if d.wait {
+                        d.wait_durable(self.core.durable_need)?;
+                    }
+                }
+            }
             Err(r) => self.stats.aborts[r.index()] += 1,
         }
         Ok(out)
+    }
+
+    /// A token for the last transaction this worker committed: on a
+    /// durable database opened with `wait_for_durable(false)`, wait for it
+    /// with [`Database::wait_durable`](crate::Database::wait_durable)
+    /// before acknowledging the transaction to anyone.
+    pub fn commit_token(&self) -> CommitToken {
+        CommitToken {
+            epoch: self.core.durable_need,
+        }
     }
 
     /// Begin an interactive transaction that stays open until
@@ -312,6 +356,14 @@ impl Worker {
         }
         let r = body(&mut Snapshot::new(&self.shared, &mut self.core));
         self.unpin();
+        if let (Ok(_), Some(d)) = (&r, self.shared.durable.get()) {
+            // It saw exactly the epochs before its snapshot epoch.
+            let need = self.core.snap_epoch.saturating_sub(1);
+            self.core.durable_need = need;
+            if d.wait {
+                d.wait_durable(need)?;
+            }
+        }
         if r.is_ok() {
             self.stats.commits += 1;
         } else {
@@ -445,9 +497,14 @@ impl Worker {
 
     /// Unhook deleted records whose snapshot readers are gone (§4.9).
     fn run_cleanups(&mut self, tree_safe: u64, snap_safe: u64) {
+        let durable = self.shared.durable.get().map_or(u64::MAX, |d| {
+            d.pepoch.load(std::sync::atomic::Ordering::Acquire)
+        });
         while let Some(c) = self.core.gc.cleanup.front() {
             let bound = if c.snapshot { snap_safe } else { tree_safe };
-            if c.label >= bound {
+            // A reader that misses the key must not be acknowledged before
+            // the delete is durable: unhook only durable deletes.
+            if c.label >= bound || c.tid.epoch() > durable {
                 break;
             }
             let c = self.core.gc.cleanup.pop_front().expect("front");
@@ -549,4 +606,125 @@ fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     rec.unlock(t.without(Tid::LATEST));
     let label = shared.epochs.global();
     gc.tree.push_back((label, Garbage::record(c.rec)));
+}
+
+// Recovery (SiloR §5): install logged and checkpointed versions directly.
+impl Worker {
+    /// Install a recovered version of `key` unless the table already holds
+    /// a newer one (SiloR §5.2: the newest TID wins, so files may be
+    /// replayed in any order). `value: None` installs a tombstone (an
+    /// absent record), which `sweep_tombstones` removes afterwards.
+    pub(crate) fn recover_put(&mut self, t: TableId, key: &[u8], tid: Tid, value: Option<&[u8]>) {
+        self.pin();
+        let shared = self.shared.clone();
+        let tree = &shared.table(t).expect("recovered table exists").tree;
+        let word = match value {
+            Some(_) => tid.id().with(Tid::LATEST),
+            None => tid.id().with(Tid::LATEST | Tid::ABSENT),
+        };
+        let bytes = value.unwrap_or(&[]);
+        loop {
+            // SAFETY: pinned above.
+            let mut pin = unsafe { ReadPin::new() };
+            match tree.get(key, &pin).value {
+                None => {
+                    let r = Record::alloc(word, bytes, 0, std::ptr::null_mut());
+                    match tree.insert(key, r.as_ptr() as u64, &mut pin) {
+                        granary_index::Insert::Inserted(_) => break,
+                        // SAFETY: never published.
+                        granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
+                    }
+                }
+                Some(p) => {
+                    // SAFETY: reachable while pinned.
+                    let rec = unsafe { &*(p as *const Record) };
+                    let old = rec.lock();
+                    if !old.is_latest() {
+                        rec.unlock(old);
+                        continue;
+                    }
+                    if old.id() >= tid.id() {
+                        rec.unlock(old);
+                        break;
+                    }
+                    if bytes.len() <= rec.capacity() {
+                        rec.store_value(bytes);
+                        rec.unlock(word);
+                    } else {
+                        let n = Record::alloc(word, bytes, 0, std::ptr::null_mut());
+                        let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
+                        debug_assert!(swapped, "the locked record is the tree's");
+                        rec.unlock(old.without(Tid::LATEST));
+                        let label = self.shared.epochs.global();
+                        self.core
+                            .gc
+                            .tree
+                            .push_back((label, Garbage::record(NonNull::from(rec))));
+                    }
+                    break;
+                }
+            }
+        }
+        self.unpin();
+    }
+
+    /// Remove the tombstones recovery left in table `t`.
+    pub(crate) fn sweep_tombstones(&mut self, t: TableId) {
+        let shared = self.shared.clone();
+        let Ok(table) = shared.table(t) else { return };
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            self.pin();
+            let mut dead = Vec::new();
+            let mut last = None;
+            let mut seen = 0;
+            {
+                // SAFETY: pinned.
+                let pin = unsafe { ReadPin::new() };
+                let lo = match &from {
+                    Some(k) => std::ops::Bound::Excluded(&k[..]),
+                    None => std::ops::Bound::Unbounded,
+                };
+                table.tree.scan(
+                    lo,
+                    std::ops::Bound::Unbounded,
+                    false,
+                    &pin,
+                    |_, _| {},
+                    |k, v| {
+                        // SAFETY: reachable while pinned.
+                        let rec = unsafe { &*(v as *const Record) };
+                        let tid = rec.stable_tid();
+                        if tid.is_absent() && tid.is_latest() {
+                            dead.push((k.to_vec(), v, tid));
+                        }
+                        seen += 1;
+                        last = Some(k.to_vec());
+                        seen < 4096
+                    },
+                );
+            }
+            for (key, v, tid) in dead {
+                // SAFETY: v came from the tree; `unhook` re-checks it.
+                let rec = unsafe { NonNull::new_unchecked(v as *mut Record) };
+                unhook(
+                    &shared,
+                    &mut self.core.gc,
+                    Cleanup {
+                        label: 0,
+                        snapshot: false,
+                        table: t.0,
+                        key: key.into(),
+                        rec,
+                        tid,
+                    },
+                );
+            }
+            self.unpin();
+            if seen < 4096 {
+                return;
+            }
+            from = last;
+        }
+    }
 }

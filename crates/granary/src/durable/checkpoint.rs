@@ -1,0 +1,461 @@
+//! Fuzzy parallel checkpoints (SiloR §4.1, §4.3).
+//!
+//! A checkpoint starts at epoch e_l = E and first waits until no worker can
+//! still commit in an epoch below e_l. Then n threads each walk one
+//! key-range slice of every table, writing each record's latest version
+//! (key, TID, value) in checksummed blocks round-robin into m files, and
+//! fsync every 32 MB. Records of epoch ≥ e_l are skipped: the log from e_l
+//! on has them (and any later change), so the checkpoint need not be a
+//! consistent snapshot. When every file is synced at epoch e_h, the
+//! checkpoint waits until e_h ≤ e_p and only then writes its `MANIFEST`;
+//! afterwards older checkpoints and the log files wholly below e_l are
+//! deleted. Recovery = checkpoint + log epochs [e_l, e_p].
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::format::{self, BlockHeader, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT};
+use super::{fp, sync_dir};
+use crate::db::{Database, Options, Shared, TableId};
+use crate::error::Error;
+use crate::record::Record;
+use crate::worker::{ReadPin, Worker};
+
+/// fsync a checkpoint file after this many bytes (SiloR §4.3).
+const SYNC_EVERY: u64 = 32 << 20;
+/// Checkpoint block payload size.
+const BLOCK_BYTES: usize = 256 << 10;
+/// Keys visited per pin (the checkpointer must not hold the epoch back).
+const CHUNK: usize = 1024;
+
+/// Per checkpoint file: (bytes, blocks, records).
+type FileStats = (u64, u64, u64);
+
+/// What a finished checkpoint wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointStats {
+    pub low: u64,
+    pub high: u64,
+    pub bytes: u64,
+    pub records: u64,
+    pub files: usize,
+    pub millis: u64,
+}
+
+pub(crate) struct State {
+    pub threads: usize,
+    pub files_per_thread: usize,
+    pub interval: Option<Duration>,
+    pub last: Mutex<Option<Manifest>>,
+    /// One checkpoint at a time.
+    running: Mutex<()>,
+    stop: AtomicBool,
+    periodic: Mutex<Option<JoinHandle<()>>>,
+    pub completed: AtomicU64,
+}
+
+impl State {
+    pub fn new(last: Option<Manifest>, o: &Options) -> State {
+        State {
+            threads: o.checkpoint_threads.max(1),
+            files_per_thread: o.checkpoint_files_per_thread.max(1),
+            interval: o.checkpoint_interval,
+            last: Mutex::new(last),
+            running: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            periodic: Mutex::new(None),
+            completed: AtomicU64::new(0),
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    pub fn join(&self) {
+        let h = self.periodic.lock().take();
+        if let Some(h) = h {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// Start the periodic checkpointer, if an interval is configured.
+pub(crate) fn spawn_periodic(shared: &Arc<Shared>) -> io::Result<()> {
+    let d = shared.durable.get().expect("durable");
+    let Some(every) = d.checkpoints.interval else {
+        return Ok(());
+    };
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let h = std::thread::Builder::new()
+        .name("granary-checkpoint".into())
+        .spawn(move || {
+            let mut next = Instant::now() + every;
+            loop {
+                std::thread::sleep(Duration::from_millis(20).min(every));
+                let Some(s) = weak.upgrade() else { return };
+                let d = s.durable.get().expect("durable").clone();
+                if d.checkpoints.stopped() || d.is_poisoned() {
+                    return;
+                }
+                if Instant::now() < next {
+                    continue;
+                }
+                // An internal handle: it does not keep the database open.
+                let db = Database {
+                    shared: s,
+                    owner: None,
+                };
+                if let Err(e) = run(&db) {
+                    if !d.checkpoints.stopped() {
+                        d.poison(format!("checkpoint: {e}"));
+                    }
+                    return;
+                }
+                next = Instant::now() + every;
+            }
+        })?;
+    *d.checkpoints.periodic.lock() = Some(h);
+    Ok(())
+}
+
+/// Take a checkpoint now (waits for a running one to finish first).
+pub(crate) fn run(db: &Database) -> Result<CheckpointStats, Error> {
+    let d = db.shared.durable.get().ok_or_else(|| {
+        Error::InvalidOption("checkpoint() needs a durable database (Database::open)".into())
+    })?;
+    let st = &d.checkpoints;
+    let _one = st.running.lock();
+    d.check()?;
+    let started = Instant::now();
+    let epochs = &db.shared.epochs;
+    // e_l, and wait until no commit can land below it.
+    let low = epochs.global();
+    while epochs.safe().0 < low {
+        if st.stopped() {
+            return Err(Error::Poisoned("the database is shutting down".into()));
+        }
+        std::thread::sleep(d.epoch_interval / 4);
+    }
+    let dir = d.dir.join(format::ckpt_dir_name(low));
+    let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
+    if dir.exists() {
+        fs::remove_dir_all(&dir).map_err(|e| io("remove", &dir, e))?;
+    }
+    fp("ckpt-mkdir").map_err(|e| io("create", &dir, e))?;
+    fs::create_dir(&dir).map_err(|e| io("create", &dir, e))?;
+    sync_dir(&d.dir).map_err(|e| io("sync", &d.dir, e))?;
+
+    let tables = db.tables();
+    let n = st.threads;
+    let m = st.files_per_thread;
+    // Slice boundaries per table, from a sample of its keys.
+    let mut slices: Vec<(TableId, Vec<Vec<u8>>)> = Vec::new();
+    {
+        let mut w = db.worker()?;
+        for (_, t) in &tables {
+            slices.push((*t, boundaries(&mut w, *t, n)));
+        }
+    }
+    let results: Vec<Result<Vec<FileStats>, Error>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let slices = &slices;
+                let dir = &dir;
+                s.spawn(move || write_slice(db, i, m, dir, slices, low))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Poisoned("checkpoint thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut files = Vec::new();
+    for r in results {
+        match r {
+            Ok(f) => files.extend(f),
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        }
+    }
+    let high = epochs.global();
+    // The manifest only once everything up to e_h is durable (§4.1).
+    d.wait_durable(high)?;
+    let manifest = Manifest {
+        low,
+        high,
+        files: files.clone(),
+        tables: tables.iter().map(|(n, t)| (t.0, n.clone())).collect(),
+    };
+    let tmp = dir.join("MANIFEST.tmp");
+    let write = || -> io::Result<()> {
+        fp("manifest-write")?;
+        let mut f = File::create(&tmp)?;
+        f.write_all(&manifest.encode())?;
+        fp("manifest-fsync")?;
+        f.sync_all()?;
+        fp("manifest-rename")?;
+        fs::rename(&tmp, dir.join(format::MANIFEST_FILE))?;
+        sync_dir(&dir)
+    };
+    write().map_err(|e| io("write the checkpoint manifest", &dir, e))?;
+    let previous = st.last.lock().replace(manifest);
+    // Now the older checkpoint and the logs wholly below e_l can go.
+    if let Some(p) = previous {
+        if p.low != low {
+            let pd = d.dir.join(format::ckpt_dir_name(p.low));
+            fs::remove_dir_all(&pd).map_err(|e| io("remove an old checkpoint", &pd, e))?;
+        }
+    }
+    for i in 0..d.loggers.len() {
+        let ldir = format::logger_dir(&d.dir, i);
+        let rd = fs::read_dir(&ldir).map_err(|e| io("list", &ldir, e))?;
+        for ent in rd.flatten() {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if format::parse_old_log_name(&name).is_some_and(|(max, _)| max < low) {
+                fs::remove_file(ent.path()).map_err(|e| io("remove", &ent.path(), e))?;
+            }
+        }
+        sync_dir(&ldir).map_err(|e| io("sync", &ldir, e))?;
+    }
+    st.completed.fetch_add(1, Ordering::Relaxed);
+    Ok(CheckpointStats {
+        low,
+        high,
+        bytes: files.iter().map(|f| f.0).sum(),
+        records: files.iter().map(|f| f.2).sum(),
+        files: files.len(),
+        millis: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// Up to `n − 1` keys splitting table `t` into `n` slices of about equal
+/// key counts (every key is visited, without its value).
+fn boundaries(w: &mut Worker, t: TableId, n: usize) -> Vec<Vec<u8>> {
+    if n <= 1 {
+        return Vec::new();
+    }
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut count = 0usize;
+    let mut stride = 1usize;
+    each_chunk(w, t, Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
+        if count.is_multiple_of(stride) {
+            keys.push(k.to_vec());
+            if keys.len() >= 4096 {
+                // Keep every other sample and halve the rate.
+                let kept: Vec<Vec<u8>> = std::mem::take(&mut keys).into_iter().step_by(2).collect();
+                keys = kept;
+                stride *= 2;
+            }
+        }
+        count += 1;
+        true
+    });
+    (1..n)
+        .filter_map(|i| keys.get(i * keys.len() / n).cloned())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold(Vec::new(), |mut v, k| {
+            if v.last() != Some(&k) {
+                v.push(k);
+            }
+            v
+        })
+}
+
+/// Visit `(key, record)` in `[lo, hi)` a chunk at a time, re-pinning
+/// between chunks. `f` returns false to stop.
+fn each_chunk(
+    w: &mut Worker,
+    t: TableId,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    f: &mut dyn FnMut(&[u8], &Record) -> bool,
+) {
+    let shared = w.shared.clone();
+    let Ok(table) = shared.table(t) else { return };
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        w.pin();
+        let mut seen = 0;
+        let mut go = true;
+        let mut last = None;
+        {
+            // SAFETY: pinned.
+            let pin = unsafe { ReadPin::new() };
+            let start = match &from {
+                Some(k) => Bound::Excluded(&k[..]),
+                None => lo,
+            };
+            table.tree.scan(
+                start,
+                hi,
+                false,
+                &pin,
+                |_, _| {},
+                |k, v| {
+                    // SAFETY: reachable from the tree while pinned.
+                    let rec = unsafe { &*(v as *const Record) };
+                    go = f(k, rec);
+                    seen += 1;
+                    if seen == CHUNK || !go {
+                        last = Some(k.to_vec());
+                        return false;
+                    }
+                    true
+                },
+            );
+        }
+        w.unpin();
+        if seen < CHUNK || !go {
+            return;
+        }
+        from = last;
+    }
+}
+
+/// Checkpointer thread `i`: its slice of every table, into files
+/// `part.<i·m + j>`. Returns per file (bytes, blocks, records).
+fn write_slice(
+    db: &Database,
+    i: usize,
+    m: usize,
+    dir: &Path,
+    slices: &[(TableId, Vec<Vec<u8>>)],
+    low: u64,
+) -> Result<Vec<FileStats>, Error> {
+    let d = db.shared.durable.get().expect("durable");
+    let mut w = db.worker()?;
+    let paths: Vec<PathBuf> = (0..m)
+        .map(|j| dir.join(format::ckpt_part_name(i * m + j)))
+        .collect();
+    let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
+    let mut out = Vec::with_capacity(m);
+    for p in &paths {
+        fp("ckpt-create").map_err(|e| io("create", p, e))?;
+        let f = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(p)
+            .map_err(|e| io("create", p, e))?;
+        out.push(PartFile {
+            f,
+            bytes: 0,
+            unsynced: 0,
+            blocks: 0,
+            records: 0,
+        });
+    }
+    let mut block = Vec::with_capacity(BLOCK_BYTES + 4096);
+    let mut count = 0u32;
+    let mut next_file = 0usize;
+    let mut buf = Vec::new();
+    let mut failed: Option<Error> = None;
+    for (t, bounds) in slices {
+        let lo = if i == 0 {
+            Bound::Unbounded
+        } else {
+            match bounds.get(i - 1) {
+                Some(k) => Bound::Included(&k[..]),
+                None => continue,
+            }
+        };
+        let hi = match bounds.get(i) {
+            Some(k) => Bound::Excluded(&k[..]),
+            None => Bound::Unbounded,
+        };
+        if i > bounds.len() {
+            continue;
+        }
+        each_chunk(&mut w, *t, lo, hi, &mut |k, rec| {
+            if d.checkpoints.stopped() {
+                failed.get_or_insert(Error::Poisoned("the database is shutting down".into()));
+                return false;
+            }
+            let tid = rec.read(&mut buf);
+            // Deleted, or new enough that the log has it (§4.1).
+            if !tid.is_latest() || tid.is_absent() || tid.epoch() >= low {
+                return true;
+            }
+            format::put_ckpt_record(&mut block, t.0, k, tid.id().raw(), &buf);
+            count += 1;
+            if block.len() >= BLOCK_BYTES {
+                let p = &paths[next_file];
+                if let Err(e) = out[next_file].write_block(&block, count, i as u32) {
+                    failed.get_or_insert(io("write", p, e));
+                    return false;
+                }
+                next_file = (next_file + 1) % m;
+                block.clear();
+                count = 0;
+            }
+            true
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    if count > 0 {
+        out[next_file]
+            .write_block(&block, count, i as u32)
+            .map_err(|e| io("write", &paths[next_file], e))?;
+    }
+    for (f, p) in out.iter_mut().zip(&paths) {
+        fp("ckpt-fsync").map_err(|e| io("sync", p, e))?;
+        f.f.sync_all().map_err(|e| io("sync", p, e))?;
+    }
+    Ok(out.iter().map(|f| (f.bytes, f.blocks, f.records)).collect())
+}
+
+struct PartFile {
+    f: File,
+    bytes: u64,
+    unsynced: u64,
+    blocks: u64,
+    records: u64,
+}
+
+impl PartFile {
+    fn write_block(&mut self, body: &[u8], count: u32, source: u32) -> io::Result<()> {
+        let h = BlockHeader {
+            magic: BLOCK_MAGIC_CKPT,
+            len: body.len() as u32,
+            epoch: 0,
+            source,
+            count,
+            body_crc: format::crc(body),
+        };
+        fp("ckpt-write")?;
+        self.f.write_all(&h.encode())?;
+        self.f.write_all(body)?;
+        let n = (BLOCK_HEADER + body.len()) as u64;
+        self.bytes += n;
+        self.unsynced += n;
+        self.blocks += 1;
+        self.records += count as u64;
+        if self.unsynced >= SYNC_EVERY {
+            fp("ckpt-fsync")?;
+            self.f.sync_data()?;
+            self.unsynced = 0;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,661 @@
+//! On-disk formats: log blocks, log file headers, the `pepoch` file,
+//! checkpoint blocks and manifests, the table catalog. Every integer is
+//! little-endian; every checksum is CRC-32 (IEEE, as computed by the
+//! `crc32fast` crate). `docs/FORMAT.md` describes every byte.
+
+use std::path::{Path, PathBuf};
+
+/// The CRC-32 (IEEE) of `bytes`.
+#[inline]
+pub fn crc(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+#[inline]
+pub fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+#[inline]
+pub fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[inline]
+pub fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+// ---------------------------------------------------------------- blocks
+
+/// A block: the unit of checksumming in log and checkpoint files.
+///
+/// ```text
+/// 0   magic      u32   BLOCK_MAGIC_LOG or BLOCK_MAGIC_CKPT
+/// 4   len        u32   payload bytes
+/// 8   epoch      u64   log: the epoch of every record; checkpoint: 0
+/// 16  source     u32   log: the worker slot; checkpoint: the thread
+/// 20  count      u32   records in the payload
+/// 24  body_crc   u32   CRC of the payload
+/// 28  head_crc   u32   CRC of bytes 0..28
+/// 32  payload
+/// ```
+pub const BLOCK_HEADER: usize = 32;
+pub const BLOCK_MAGIC_LOG: u32 = u32::from_le_bytes(*b"GRLB");
+pub const BLOCK_MAGIC_CKPT: u32 = u32::from_le_bytes(*b"GRCB");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockHeader {
+    pub magic: u32,
+    pub len: u32,
+    pub epoch: u64,
+    pub source: u32,
+    pub count: u32,
+    pub body_crc: u32,
+}
+
+impl BlockHeader {
+    pub fn encode(&self) -> [u8; BLOCK_HEADER] {
+        let mut h = [0u8; BLOCK_HEADER];
+        h[0..4].copy_from_slice(&self.magic.to_le_bytes());
+        h[4..8].copy_from_slice(&self.len.to_le_bytes());
+        h[8..16].copy_from_slice(&self.epoch.to_le_bytes());
+        h[16..20].copy_from_slice(&self.source.to_le_bytes());
+        h[20..24].copy_from_slice(&self.count.to_le_bytes());
+        h[24..28].copy_from_slice(&self.body_crc.to_le_bytes());
+        let c = crc(&h[0..28]);
+        h[28..32].copy_from_slice(&c.to_le_bytes());
+        h
+    }
+
+    /// Decode and check the header's own checksum and magic.
+    pub fn decode(h: &[u8], magic: u32) -> Option<BlockHeader> {
+        if h.len() < BLOCK_HEADER || u32_at(h, 0) != magic || crc(&h[0..28]) != u32_at(h, 28) {
+            return None;
+        }
+        Some(BlockHeader {
+            magic,
+            len: u32_at(h, 4),
+            epoch: u64_at(h, 8),
+            source: u32_at(h, 16),
+            count: u32_at(h, 20),
+            body_crc: u32_at(h, 24),
+        })
+    }
+}
+
+/// What reading one block from a byte slice found.
+#[derive(Debug)]
+pub enum BlockRead<'a> {
+    /// A whole, checksummed block.
+    Block(BlockHeader, &'a [u8]),
+    /// No more bytes.
+    End,
+    /// Bytes that are not a valid block (torn, truncated or damaged), and
+    /// what is wrong with them.
+    Bad(&'static str),
+}
+
+/// Read the block starting at `at`.
+pub fn read_block(buf: &[u8], at: usize, magic: u32) -> BlockRead<'_> {
+    let rest = &buf[at.min(buf.len())..];
+    if rest.is_empty() {
+        return BlockRead::End;
+    }
+    if rest.len() < BLOCK_HEADER {
+        return BlockRead::Bad("truncated block header");
+    }
+    let Some(h) = BlockHeader::decode(rest, magic) else {
+        return BlockRead::Bad("bad block header (magic or checksum)");
+    };
+    let end = BLOCK_HEADER + h.len as usize;
+    if rest.len() < end {
+        return BlockRead::Bad("truncated block payload");
+    }
+    let body = &rest[BLOCK_HEADER..end];
+    if crc(body) != h.body_crc {
+        return BlockRead::Bad("block payload checksum mismatch");
+    }
+    BlockRead::Block(h, body)
+}
+
+// ----------------------------------------------------------- log records
+
+/// Length marking a delete in a log write entry.
+pub const DELETE: u32 = u32::MAX;
+
+/// Append one committed transaction to a log payload:
+///
+/// ```text
+/// tid u64 | writes u32 | per write: table u32, key_len u16, value_len u32
+///                                   (DELETE for a delete), key, value
+/// ```
+pub fn log_record_len<'a>(writes: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>) -> usize {
+    12 + writes
+        .map(|(k, v)| 10 + k.len() + v.map_or(0, <[u8]>::len))
+        .sum::<usize>()
+}
+
+pub fn put_log_header(out: &mut Vec<u8>, tid: u64, writes: u32) {
+    out.extend_from_slice(&tid.to_le_bytes());
+    out.extend_from_slice(&writes.to_le_bytes());
+}
+
+pub fn put_log_write(out: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u8]>) {
+    out.extend_from_slice(&table.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&value.map_or(DELETE, |v| v.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    if let Some(v) = value {
+        out.extend_from_slice(v);
+    }
+}
+
+/// One write of a logged transaction.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LogWrite<'a> {
+    pub table: u32,
+    pub key: &'a [u8],
+    /// `None`: a delete.
+    pub value: Option<&'a [u8]>,
+}
+
+/// Decode a log payload, calling `f(tid, write)` for every write of every
+/// transaction. A malformed payload (whose checksum passed) is a format
+/// error.
+pub fn decode_log_payload<'a>(
+    mut p: &'a [u8],
+    mut f: impl FnMut(u64, LogWrite<'a>),
+) -> Result<u32, &'static str> {
+    let mut txns = 0;
+    while !p.is_empty() {
+        if p.len() < 12 {
+            return Err("short transaction header");
+        }
+        let tid = u64_at(p, 0);
+        let n = u32_at(p, 8);
+        p = &p[12..];
+        for _ in 0..n {
+            if p.len() < 10 {
+                return Err("short write header");
+            }
+            let table = u32_at(p, 0);
+            let kl = u16_at(p, 4) as usize;
+            let vl = u32_at(p, 6);
+            let vn = if vl == DELETE { 0 } else { vl as usize };
+            if p.len() < 10 + kl + vn {
+                return Err("write longer than its block");
+            }
+            let key = &p[10..10 + kl];
+            let value = (vl != DELETE).then(|| &p[10 + kl..10 + kl + vn]);
+            f(tid, LogWrite { table, key, value });
+            p = &p[10 + kl + vn..];
+        }
+        txns += 1;
+    }
+    Ok(txns)
+}
+
+// ---------------------------------------------------- checkpoint records
+
+/// Append one checkpointed record: `table u32 | key_len u16 | value_len u32
+/// | tid u64 | key | value`.
+pub fn put_ckpt_record(out: &mut Vec<u8>, table: u32, key: &[u8], tid: u64, value: &[u8]) {
+    out.extend_from_slice(&table.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(&tid.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+}
+
+pub fn decode_ckpt_payload<'a>(
+    mut p: &'a [u8],
+    mut f: impl FnMut(u32, &'a [u8], u64, &'a [u8]),
+) -> Result<(), &'static str> {
+    while !p.is_empty() {
+        if p.len() < 18 {
+            return Err("short checkpoint record header");
+        }
+        let table = u32_at(p, 0);
+        let kl = u16_at(p, 4) as usize;
+        let vl = u32_at(p, 6) as usize;
+        let tid = u64_at(p, 10);
+        if p.len() < 18 + kl + vl {
+            return Err("checkpoint record longer than its block");
+        }
+        f(table, &p[18..18 + kl], tid, &p[18 + kl..18 + kl + vl]);
+        p = &p[18 + kl + vl..];
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------ log file header
+
+/// Every log file starts with this 32-byte header:
+///
+/// ```text
+/// 0   magic       8 bytes  "GRLOGv01"
+/// 8   logger      u32
+/// 12  reserved    u32      0
+/// 16  generation  u64      per logger, +1 for each new file
+/// 24  reserved    u32      0
+/// 28  crc         u32      CRC of bytes 0..28
+/// ```
+pub const LOG_FILE_HEADER: usize = 32;
+pub const LOG_FILE_MAGIC: &[u8; 8] = b"GRLOGv01";
+
+pub fn encode_log_file_header(logger: u32, generation: u64) -> [u8; LOG_FILE_HEADER] {
+    let mut h = [0u8; LOG_FILE_HEADER];
+    h[0..8].copy_from_slice(LOG_FILE_MAGIC);
+    h[8..12].copy_from_slice(&logger.to_le_bytes());
+    h[16..24].copy_from_slice(&generation.to_le_bytes());
+    let c = crc(&h[0..28]);
+    h[28..32].copy_from_slice(&c.to_le_bytes());
+    h
+}
+
+/// `(logger, generation)`, or `None` if the header is damaged.
+pub fn decode_log_file_header(h: &[u8]) -> Option<(u32, u64)> {
+    if h.len() < LOG_FILE_HEADER || &h[0..8] != LOG_FILE_MAGIC || crc(&h[0..28]) != u32_at(h, 28) {
+        return None;
+    }
+    Some((u32_at(h, 8), u64_at(h, 16)))
+}
+
+// ---------------------------------------------------------------- pepoch
+
+/// The `pepoch` file: two 512-byte slots written alternately, so a torn
+/// write of one leaves the other. The valid slot with the larger sequence
+/// number wins.
+///
+/// ```text
+/// 0   magic     u32  "GRPE"
+/// 4   version   u32  1
+/// 8   seq       u64  write counter
+/// 16  epoch     u64  e_p: every transaction of epoch ≤ e_p is durable
+/// 24  loggers   u32  n
+/// 28  reserved  u32  0
+/// 32  n × (generation u64, length u64): per logger, the log file and its
+///     length that were fsynced when that logger reached e_p
+/// 32+16n  crc   u32  CRC of bytes 0..32+16n
+/// ```
+pub const PEPOCH_SLOT: usize = 512;
+pub const PEPOCH_MAGIC: u32 = u32::from_le_bytes(*b"GRPE");
+/// The most loggers whose positions fit in one pepoch slot.
+pub const MAX_LOGGERS: usize = (PEPOCH_SLOT - 36) / 16;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pepoch {
+    pub seq: u64,
+    pub epoch: u64,
+    /// Per logger: (generation, durable length) of its log file.
+    pub positions: Vec<(u64, u64)>,
+}
+
+impl Pepoch {
+    pub fn encode(&self) -> [u8; PEPOCH_SLOT] {
+        let mut s = [0u8; PEPOCH_SLOT];
+        s[0..4].copy_from_slice(&PEPOCH_MAGIC.to_le_bytes());
+        s[4..8].copy_from_slice(&1u32.to_le_bytes());
+        s[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        s[16..24].copy_from_slice(&self.epoch.to_le_bytes());
+        s[24..28].copy_from_slice(&(self.positions.len() as u32).to_le_bytes());
+        let mut at = 32;
+        for &(g, l) in &self.positions {
+            s[at..at + 8].copy_from_slice(&g.to_le_bytes());
+            s[at + 8..at + 16].copy_from_slice(&l.to_le_bytes());
+            at += 16;
+        }
+        let c = crc(&s[0..at]);
+        s[at..at + 4].copy_from_slice(&c.to_le_bytes());
+        s
+    }
+
+    pub fn decode(s: &[u8]) -> Option<Pepoch> {
+        if s.len() < 36 || u32_at(s, 0) != PEPOCH_MAGIC || u32_at(s, 4) != 1 {
+            return None;
+        }
+        let n = u32_at(s, 24) as usize;
+        if n > MAX_LOGGERS {
+            return None;
+        }
+        let end = 32 + 16 * n;
+        if crc(&s[0..end]) != u32_at(s, end) {
+            return None;
+        }
+        let positions = (0..n)
+            .map(|i| (u64_at(s, 32 + 16 * i), u64_at(s, 40 + 16 * i)))
+            .collect();
+        Some(Pepoch {
+            seq: u64_at(s, 8),
+            epoch: u64_at(s, 16),
+            positions,
+        })
+    }
+
+    /// The current value in a two-slot pepoch file's bytes.
+    pub fn decode_file(b: &[u8]) -> Option<Pepoch> {
+        let a = b.get(..PEPOCH_SLOT).and_then(Pepoch::decode);
+        let c = b.get(PEPOCH_SLOT..2 * PEPOCH_SLOT).and_then(Pepoch::decode);
+        match (a, c) {
+            (Some(a), Some(c)) => Some(if a.seq >= c.seq { a } else { c }),
+            (a, c) => a.or(c),
+        }
+    }
+}
+
+// --------------------------------------------------------------- catalog
+
+/// The table catalog, `tables`: one entry per created table, appended and
+/// fsynced before `create_table` returns:
+/// `len u32 | crc u32 (of the rest) | id u32 | name (len − 4 bytes)`.
+pub fn encode_catalog_entry(id: u32, name: &str) -> Vec<u8> {
+    let mut body = id.to_le_bytes().to_vec();
+    body.extend_from_slice(name.as_bytes());
+    let mut e = (body.len() as u32).to_le_bytes().to_vec();
+    e.extend_from_slice(&crc(&body).to_le_bytes());
+    e.extend_from_slice(&body);
+    e
+}
+
+/// Catalog entries: (table id, name).
+pub type Catalog = Vec<(u32, String)>;
+
+/// Entries, and the length of the valid prefix (a torn last entry is an
+/// unacknowledged `create_table`).
+pub fn decode_catalog(b: &[u8]) -> Result<(Catalog, usize), &'static str> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 8 <= b.len() {
+        let len = u32_at(b, at) as usize;
+        let end = at + 8 + len;
+        if len < 4 || end > b.len() || crc(&b[at + 8..end]) != u32_at(b, at + 4) {
+            if end < b.len() {
+                return Err("damaged table catalog entry before its end");
+            }
+            break;
+        }
+        let id = u32_at(b, at + 8);
+        let name = std::str::from_utf8(&b[at + 12..end]).map_err(|_| "table name is not UTF-8")?;
+        out.push((id, name.to_string()));
+        at = end;
+    }
+    Ok((out, at))
+}
+
+// ----------------------------------------------------------------- voids
+
+/// The `voids` file: epoch ranges a recovery found written but not
+/// durable, never to be replayed. Entries of `lo u64 | hi u64 | crc u32`
+/// (CRC of the 16 bytes before it); a torn last entry was never relied on.
+pub fn encode_void(lo: u64, hi: u64) -> [u8; 20] {
+    let mut e = [0u8; 20];
+    e[0..8].copy_from_slice(&lo.to_le_bytes());
+    e[8..16].copy_from_slice(&hi.to_le_bytes());
+    let c = crc(&e[0..16]);
+    e[16..20].copy_from_slice(&c.to_le_bytes());
+    e
+}
+
+pub fn decode_voids(b: &[u8]) -> Result<Vec<(u64, u64)>, &'static str> {
+    let mut out = Vec::new();
+    for (i, e) in b.chunks(20).enumerate() {
+        if e.len() < 20 || crc(&e[0..16]) != u32_at(e, 16) {
+            if (i + 1) * 20 < b.len() {
+                return Err("damaged voids entry before its end");
+            }
+            break;
+        }
+        out.push((u64_at(e, 0), u64_at(e, 8)));
+    }
+    Ok(out)
+}
+
+// -------------------------------------------------------------- manifest
+
+/// A checkpoint's `MANIFEST`, written (then renamed into place) only when
+/// the checkpoint is complete and e_h ≤ e_p:
+///
+/// ```text
+/// 0   magic     8 bytes "GRCKPv01"
+/// 8   e_l       u64  records of epoch ≥ e_l were skipped (the log has them)
+/// 16  e_h       u64  the epoch when the last record was written
+/// 24  files     u32  n
+/// 28  tables    u32  t
+/// 32  n × (bytes u64, blocks u64, records u64)  per file part.<i>
+///     t × (id u32, name_len u16, name)
+///     crc u32 of everything before it
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    pub low: u64,
+    pub high: u64,
+    /// Per file: (bytes, blocks, records).
+    pub files: Vec<(u64, u64, u64)>,
+    pub tables: Vec<(u32, String)>,
+}
+
+pub const MANIFEST_MAGIC: &[u8; 8] = b"GRCKPv01";
+
+impl Manifest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = MANIFEST_MAGIC.to_vec();
+        b.extend_from_slice(&self.low.to_le_bytes());
+        b.extend_from_slice(&self.high.to_le_bytes());
+        b.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.tables.len() as u32).to_le_bytes());
+        for &(x, y, z) in &self.files {
+            for v in [x, y, z] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        for (id, name) in &self.tables {
+            b.extend_from_slice(&id.to_le_bytes());
+            b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            b.extend_from_slice(name.as_bytes());
+        }
+        let c = crc(&b);
+        b.extend_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Manifest> {
+        if b.len() < 36 || &b[0..8] != MANIFEST_MAGIC {
+            return None;
+        }
+        let end = b.len() - 4;
+        if crc(&b[..end]) != u32_at(b, end) {
+            return None;
+        }
+        let n = u32_at(b, 24) as usize;
+        let t = u32_at(b, 28) as usize;
+        let mut at = 32;
+        let mut files = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            if at + 24 > end {
+                return None;
+            }
+            files.push((u64_at(b, at), u64_at(b, at + 8), u64_at(b, at + 16)));
+            at += 24;
+        }
+        let mut tables = Vec::new();
+        for _ in 0..t {
+            if at + 6 > end {
+                return None;
+            }
+            let id = u32_at(b, at);
+            let l = u16_at(b, at + 4) as usize;
+            if at + 6 + l > end {
+                return None;
+            }
+            let name = std::str::from_utf8(&b[at + 6..at + 6 + l]).ok()?;
+            tables.push((id, name.to_string()));
+            at += 6 + l;
+        }
+        (at == end).then_some(Manifest {
+            low: u64_at(b, 8),
+            high: u64_at(b, 16),
+            files,
+            tables,
+        })
+    }
+}
+
+// ----------------------------------------------------------------- names
+
+pub const PEPOCH_FILE: &str = "pepoch";
+pub const CATALOG_FILE: &str = "tables";
+pub const LOCK_FILE: &str = "LOCK";
+pub const CURRENT_LOG: &str = "data.log";
+pub const MANIFEST_FILE: &str = "MANIFEST";
+pub const VOIDS_FILE: &str = "voids";
+
+/// `log.<i>`: logger i's directory.
+pub fn logger_dir(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("log.{i}"))
+}
+
+/// `old_data.<max epoch>.g<generation>`: a finished log file.
+pub fn old_log_name(max_epoch: u64, generation: u64) -> String {
+    format!("old_data.{max_epoch}.g{generation}")
+}
+
+/// `(max epoch, generation)` of a finished log file's name.
+pub fn parse_old_log_name(name: &str) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix("old_data.")?;
+    let (e, g) = rest.split_once(".g")?;
+    Some((e.parse().ok()?, g.parse().ok()?))
+}
+
+/// `ckpt.<e_l>`: a checkpoint's directory.
+pub fn ckpt_dir_name(low: u64) -> String {
+    format!("ckpt.{low}")
+}
+
+pub fn parse_ckpt_dir_name(name: &str) -> Option<u64> {
+    name.strip_prefix("ckpt.")?.parse().ok()
+}
+
+/// `part.<i>`: checkpoint file i.
+pub fn ckpt_part_name(i: usize) -> String {
+    format!("part.{i}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_round_trip_and_damage() {
+        let body = b"hello world".to_vec();
+        let h = BlockHeader {
+            magic: BLOCK_MAGIC_LOG,
+            len: body.len() as u32,
+            epoch: 7,
+            source: 3,
+            count: 1,
+            body_crc: crc(&body),
+        };
+        let mut b = h.encode().to_vec();
+        b.extend_from_slice(&body);
+        match read_block(&b, 0, BLOCK_MAGIC_LOG) {
+            BlockRead::Block(g, p) => {
+                assert_eq!(g, h);
+                assert_eq!(p, &body[..]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_block(&b, b.len(), BLOCK_MAGIC_LOG),
+            BlockRead::End
+        ));
+        assert!(matches!(
+            read_block(&b[..b.len() - 1], 0, BLOCK_MAGIC_LOG),
+            BlockRead::Bad(_)
+        ));
+        for i in 0..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 0x10;
+            assert!(
+                matches!(read_block(&d, 0, BLOCK_MAGIC_LOG), BlockRead::Bad(_)),
+                "flip at byte {i} went unnoticed"
+            );
+        }
+        assert!(matches!(
+            read_block(&b, 0, BLOCK_MAGIC_CKPT),
+            BlockRead::Bad(_)
+        ));
+    }
+
+    #[test]
+    fn log_payload_round_trip() {
+        let mut p = Vec::new();
+        put_log_header(&mut p, 99, 2);
+        put_log_write(&mut p, 1, b"k1", Some(b"v1"));
+        put_log_write(&mut p, 2, b"k2", None);
+        assert_eq!(
+            p.len(),
+            log_record_len([(&b"k1"[..], Some(&b"v1"[..])), (&b"k2"[..], None)].into_iter())
+        );
+        let mut seen = Vec::new();
+        let n = decode_log_payload(&p, |t, w| {
+            seen.push((t, w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
+        })
+        .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(
+            seen,
+            vec![
+                (99, 1, b"k1".to_vec(), Some(b"v1".to_vec())),
+                (99, 2, b"k2".to_vec(), None)
+            ]
+        );
+        assert!(decode_log_payload(&p[..p.len() - 1], |_, _| {}).is_err());
+    }
+
+    #[test]
+    fn pepoch_slots() {
+        let a = Pepoch {
+            seq: 4,
+            epoch: 10,
+            positions: vec![(1, 100), (2, 200)],
+        };
+        let b = Pepoch {
+            seq: 5,
+            epoch: 11,
+            positions: vec![(1, 150), (2, 250)],
+        };
+        let mut f = a.encode().to_vec();
+        f.extend_from_slice(&b.encode());
+        assert_eq!(Pepoch::decode_file(&f), Some(b.clone()));
+        // A torn newer slot leaves the older one.
+        f[PEPOCH_SLOT + 20] ^= 1;
+        assert_eq!(Pepoch::decode_file(&f), Some(a));
+        f[20] ^= 1;
+        assert_eq!(Pepoch::decode_file(&f), None);
+    }
+
+    #[test]
+    fn catalog_and_manifest() {
+        let mut c = encode_catalog_entry(0, "a");
+        c.extend(encode_catalog_entry(1, "bee"));
+        let full = c.len();
+        c.extend(&encode_catalog_entry(2, "torn")[..5]);
+        let (t, n) = decode_catalog(&c).unwrap();
+        assert_eq!(t, vec![(0, "a".into()), (1, "bee".into())]);
+        assert_eq!(n, full);
+        let m = Manifest {
+            low: 5,
+            high: 9,
+            files: vec![(1, 2, 3)],
+            tables: t,
+        };
+        assert_eq!(Manifest::decode(&m.encode()), Some(m.clone()));
+        let mut d = m.encode();
+        d[9] ^= 1;
+        assert_eq!(Manifest::decode(&d), None);
+        assert_eq!(parse_old_log_name(&old_log_name(12, 3)), Some((12, 3)));
+        assert_eq!(parse_ckpt_dir_name(&ckpt_dir_name(77)), Some(77));
+    }
+}

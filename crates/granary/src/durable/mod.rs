@@ -1,0 +1,406 @@
+//! Durability (SiloR, OSDI'14): value logging with epoch group commit,
+//! fuzzy checkpoints, and parallel recovery. See `log`, `checkpoint` and
+//! `recover`; `docs/FORMAT.md` for the bytes.
+//!
+//! A database directory holds:
+//!
+//! ```text
+//! LOCK                     held (flock) while a process has it open
+//! pepoch                   the persistent epoch e_p, two 512-byte slots
+//! tables                   the table catalog
+//! log.<i>/data.log         logger i's current file
+//! log.<i>/old_data.<e>.g<n> its finished files (max epoch e, generation n)
+//! ckpt.<e_l>/part.<j>      a checkpoint's files
+//! ckpt.<e_l>/MANIFEST      present once the checkpoint is complete
+//! ```
+
+pub(crate) mod checkpoint;
+pub mod format;
+pub(crate) mod log;
+pub(crate) mod recover;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::epoch::Epochs;
+use crate::error::Error;
+use log::{LogCounters, LoggerShared, PepochWriter, Position, SlotLog};
+
+/// Check a failpoint (compiled to nothing without the `failpoints`
+/// feature): an injected failure surfaces as an I/O error.
+#[inline]
+pub(crate) fn fp(name: &str) -> io::Result<()> {
+    fail::fail_point!(name, |_| Err(io::Error::other(format!(
+        "injected failure at {name}"
+    ))));
+    let _ = name;
+    Ok(())
+}
+
+/// fsync a directory, so entries created or renamed in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    fp("dir-fsync")?;
+    File::open(dir)?.sync_all()
+}
+
+/// Shared durability state of one open database.
+pub(crate) struct Durable {
+    pub dir: PathBuf,
+    pub epochs: Arc<Epochs>,
+    pub epoch_interval: Duration,
+    pub buffer_bytes: usize,
+    pub buffers_per_worker: usize,
+    pub wait: bool,
+    pub slots: Box<[SlotLog]>,
+    pub loggers: Box<[LoggerShared]>,
+    /// The published persistent epoch: commits of epochs ≤ it are durable.
+    pub pepoch: AtomicU64,
+    pub pepoch_lock: Mutex<()>,
+    pub pepoch_changed: Condvar,
+    pub pepoch_writer: Mutex<PepochWriter>,
+    poisoned: AtomicBool,
+    poison_cause: Mutex<Option<String>>,
+    pub stopping: AtomicBool,
+    pub counters: LogCounters,
+    pub catalog: Mutex<File>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub checkpoints: checkpoint::State,
+    pub recovered: RecoveryStats,
+}
+
+/// Parameters for starting durability on a recovered directory.
+pub(crate) struct Start {
+    pub dir: PathBuf,
+    pub epochs: Arc<Epochs>,
+    pub options: crate::db::Options,
+    pub pepoch: u64,
+    pub pepoch_seq: u64,
+    /// Per logger: the next log file generation.
+    pub generations: Vec<u64>,
+    pub checkpoint: Option<format::Manifest>,
+    pub recovered: RecoveryStats,
+}
+
+impl Durable {
+    pub(crate) fn start(s: Start) -> Result<Arc<Durable>, Error> {
+        let o = &s.options;
+        let io = |what: &str, e: io::Error| Error::storage(what, &s.dir, e);
+        let catalog = OpenOptions::new()
+            .append(true)
+            .open(s.dir.join(format::CATALOG_FILE))
+            .map_err(|e| io("open the table catalog", e))?;
+        let writer = PepochWriter::open(&s.dir.join(format::PEPOCH_FILE), s.pepoch_seq)
+            .map_err(|e| io("open pepoch", e))?;
+        let start = Position {
+            epoch: s.pepoch,
+            generation: 0,
+            len: 0,
+        };
+        let d = Arc::new(Durable {
+            dir: s.dir.clone(),
+            epochs: s.epochs,
+            epoch_interval: o.epoch_interval,
+            buffer_bytes: o.log_buffer_bytes,
+            buffers_per_worker: o.log_buffers_per_worker,
+            wait: o.wait_for_durable,
+            slots: (0..o.max_workers).map(|_| SlotLog::new()).collect(),
+            loggers: (0..o.loggers).map(|_| LoggerShared::new(start)).collect(),
+            pepoch: AtomicU64::new(s.pepoch),
+            pepoch_lock: Mutex::new(()),
+            pepoch_changed: Condvar::new(),
+            pepoch_writer: Mutex::new(writer),
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
+            stopping: AtomicBool::new(false),
+            counters: LogCounters::default(),
+            catalog: Mutex::new(catalog),
+            threads: Mutex::new(Vec::new()),
+            checkpoints: checkpoint::State::new(s.checkpoint, o),
+            recovered: s.recovered,
+        });
+        for (i, g) in s.generations.iter().enumerate() {
+            let h = log::spawn(
+                d.clone(),
+                log::LoggerStart {
+                    index: i,
+                    dir: format::logger_dir(&s.dir, i),
+                    generation: *g,
+                },
+            )
+            .map_err(|e| io("start a logger", e))?;
+            d.threads.lock().push(h);
+        }
+        // Record the new files' positions before anything is logged, so
+        // recovery never mistakes them for tails of older generations.
+        d.publish_pepoch().map_err(|e| io("write pepoch", e))?;
+        Ok(d)
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Stop acknowledging anything, for good.
+    pub fn poison(&self, cause: String) {
+        let mut c = self.poison_cause.lock();
+        if c.is_none() {
+            *c = Some(cause);
+        }
+        self.poisoned.store(true, Ordering::Release);
+        drop(c);
+        let _g = self.pepoch_lock.lock();
+        self.pepoch_changed.notify_all();
+    }
+
+    pub fn poison_error(&self) -> Error {
+        Error::Poisoned(
+            self.poison_cause
+                .lock()
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
+        )
+    }
+
+    /// `Err` once poisoned.
+    #[inline]
+    pub fn check(&self) -> Result<(), Error> {
+        if self.is_poisoned() {
+            return Err(self.poison_error());
+        }
+        Ok(())
+    }
+
+    /// Block until every transaction of epoch ≤ `e` is durable.
+    pub fn wait_durable(&self, e: u64) -> Result<(), Error> {
+        if self.pepoch.load(Ordering::Acquire) >= e {
+            return self.check();
+        }
+        let mut g = self.pepoch_lock.lock();
+        loop {
+            self.check()?;
+            if self.pepoch.load(Ordering::Acquire) >= e {
+                return Ok(());
+            }
+            if self.stopping.load(Ordering::Acquire) {
+                return Err(Error::Poisoned("the database is shutting down".into()));
+            }
+            self.pepoch_changed.wait_for(&mut g, self.epoch_interval);
+        }
+    }
+
+    /// Wake the loggers (after an epoch tick).
+    pub fn on_tick(&self) {
+        for l in self.loggers.iter() {
+            l.wake();
+        }
+    }
+
+    /// Append a table to the catalog, durably.
+    pub fn add_table(&self, id: u32, name: &str) -> Result<(), Error> {
+        self.check()?;
+        let mut c = self.catalog.lock();
+        let r = fp("catalog-write")
+            .and_then(|()| c.write_all(&format::encode_catalog_entry(id, name)))
+            .and_then(|()| fp("catalog-fsync"))
+            .and_then(|()| c.sync_data());
+        r.map_err(|e| {
+            let err = Error::storage("append to the table catalog", &self.dir, e);
+            self.poison(err.to_string());
+            err
+        })
+    }
+
+    /// Flush everything and stop the loggers (the database is closing: no
+    /// worker is left, and the caller advanced the epochs past every
+    /// commit).
+    pub fn shutdown(&self) {
+        self.checkpoints.stop();
+        self.stopping.store(true, Ordering::Release);
+        self.on_tick();
+        let me = std::thread::current().id();
+        let hs: Vec<_> = self.threads.lock().drain(..).collect();
+        for h in hs {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+        if !self.is_poisoned() {
+            if let Err(e) = self.publish_pepoch() {
+                self.poison(format!("final pepoch: {e}"));
+            }
+        }
+        self.checkpoints.join();
+    }
+
+    /// Logging counters: (bytes, blocks, syncs, waits for a free buffer).
+    pub fn counters(&self) -> (u64, u64, u64, u64) {
+        let c = &self.counters;
+        (
+            c.bytes.load(Ordering::Relaxed),
+            c.blocks.load(Ordering::Relaxed),
+            c.syncs.load(Ordering::Relaxed),
+            c.buffer_waits.load(Ordering::Relaxed),
+        )
+    }
+}
+
+pub use checkpoint::CheckpointStats;
+pub use recover::{scan, CheckpointInfo, DirInfo, LogFileInfo, RecoveryStats};
+
+/// Logging, checkpoint and recovery figures of a durable database.
+#[derive(Clone, Debug, Default)]
+pub struct DurabilityStats {
+    /// The persistent epoch e_p.
+    pub pepoch: u64,
+    pub log_bytes: u64,
+    pub log_blocks: u64,
+    pub log_syncs: u64,
+    /// Times a worker waited for a free log buffer (backpressure).
+    pub buffer_waits: u64,
+    pub checkpoints: u64,
+    /// What opening the directory recovered.
+    pub recovery: RecoveryStats,
+}
+
+impl Durable {
+    pub fn stats(&self) -> DurabilityStats {
+        let (log_bytes, log_blocks, log_syncs, buffer_waits) = self.counters();
+        DurabilityStats {
+            pepoch: self.pepoch.load(Ordering::Acquire),
+            log_bytes,
+            log_blocks,
+            log_syncs,
+            buffer_waits,
+            checkpoints: self.checkpoints.completed.load(Ordering::Relaxed),
+            recovery: self.recovered.clone(),
+        }
+    }
+}
+
+/// Create the files of a new database directory. `pepoch` comes last: its
+/// presence marks the directory as initialized.
+fn init_dir(dir: &Path, loggers: usize) -> Result<(), Error> {
+    let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
+    let cat = dir.join(format::CATALOG_FILE);
+    let has_data = std::fs::metadata(&cat).is_ok_and(|m| m.len() > 0)
+        || std::fs::read_dir(dir)
+            .map_err(|e| io("list", dir, e))?
+            .flatten()
+            .any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                format::parse_ckpt_dir_name(&n).is_some()
+                    || (n.starts_with("log.")
+                        && std::fs::read_dir(e.path()).is_ok_and(|mut r| r.next().is_some()))
+            });
+    if has_data {
+        return Err(Error::Corrupt {
+            path: dir.join(format::PEPOCH_FILE),
+            offset: 0,
+            what: "pepoch is missing but the directory holds logs, checkpoints or tables".into(),
+        });
+    }
+    for i in 0..loggers {
+        let l = format::logger_dir(dir, i);
+        std::fs::create_dir_all(&l).map_err(|e| io("create", &l, e))?;
+    }
+    File::create(&cat)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io("create", &cat, e))?;
+    let pe = Pepoch0 { loggers };
+    let tmp = dir.join("pepoch.tmp");
+    let write = || -> io::Result<()> {
+        fp("init-write")?;
+        let mut f = File::create(&tmp)?;
+        f.write_all(&pe.bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(format::PEPOCH_FILE))?;
+        sync_dir(dir)
+    };
+    write().map_err(|e| io("initialize", dir, e))
+}
+
+/// The initial pepoch: e_p = 0, every logger at generation 0, length 0.
+struct Pepoch0 {
+    loggers: usize,
+}
+
+impl Pepoch0 {
+    fn bytes(&self) -> Vec<u8> {
+        let p = format::Pepoch {
+            seq: 0,
+            epoch: 0,
+            positions: vec![(0, 0); self.loggers],
+        };
+        let mut b = p.encode().to_vec();
+        b.extend_from_slice(&[0u8; format::PEPOCH_SLOT]);
+        b
+    }
+}
+
+/// `Database::open`.
+pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Database, Error> {
+    let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
+    std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+    let dir = dir.canonicalize().map_err(|e| io("resolve", dir, e))?;
+    let lock_path = dir.join(format::LOCK_FILE);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| io("open", &lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir)),
+        Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path, e)),
+    }
+    if !recover::exists(&dir) {
+        init_dir(&dir, options.loggers)?;
+    }
+    let info = recover::scan(&dir)?;
+    let n = info.pepoch.positions.len();
+    if n != options.loggers {
+        return Err(Error::InvalidOption(format!(
+            "{} was created with {n} logger(s); open it with Options::loggers({n})",
+            dir.display()
+        )));
+    }
+    let db = crate::Database::new(options.clone())?;
+    for (_, name) in &info.tables {
+        db.create_table(name)?;
+    }
+    let recovered = recover::replay(&db, &info, options.recovery_threads)?;
+    {
+        let mut w = db.worker()?;
+        for (_, t) in db.tables() {
+            w.sweep_tombstones(t);
+        }
+    }
+    let (generations, first_epoch) = recover::tidy(&info)?;
+    db.shared.epochs.raise_global(first_epoch);
+    *db.owner.as_ref().expect("a user handle").lock.lock() = Some(lock);
+    // Recovery's own threads use internal handles (no owner), so failing
+    // here releases the lock with `db`.
+    let d = Durable::start(Start {
+        dir,
+        epochs: db.shared.epochs.clone(),
+        options,
+        pepoch: info.pepoch.epoch,
+        pepoch_seq: info.pepoch.seq,
+        generations,
+        checkpoint: info.checkpoint().map(|(_, m)| m.clone()),
+        recovered,
+    })?;
+    if db.shared.durable.set(d).is_err() {
+        unreachable!("durability is set once, here");
+    }
+    checkpoint::spawn_periodic(&db.shared).map_err(Error::Io)?;
+    Ok(db)
+}

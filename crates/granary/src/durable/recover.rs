@@ -1,0 +1,616 @@
+//! Recovery (SiloR §5) and the directory scan shared with `granary
+//! inspect`.
+//!
+//! Policy, exactly:
+//! * The `pepoch` file names e_p and, per logger, the log file generation
+//!   g and length n that were fsynced when that logger reached e_p.
+//!   Files of generation < g were fsynced whole before they were retired;
+//!   the first n bytes of generation g were fsynced. That is the *durable
+//!   prefix*; damage inside it is [`Error::Corrupt`], never skipped.
+//! * Anything past the prefix (the rest of generation g, newer files) was
+//!   never acknowledged: it is the *tail*, discarded whatever its state —
+//!   torn, truncated or intact.
+//! * Blocks in the prefix with epoch > e_p are not durable either (their
+//!   epoch was never complete on every logger): they are skipped, and
+//!   their epochs are recorded as void in `voids` before new epochs start
+//!   after them, so no later recovery replays them.
+//! * A checkpoint counts only with a valid `MANIFEST`; a checkpoint
+//!   directory without one is an interrupted checkpoint and is deleted. A
+//!   damaged manifest or checkpoint file is [`Error::Corrupt`].
+//! * Replay applies checkpoint records, then log records with
+//!   e_l ≤ epoch ≤ e_p, newest TID winning; the result is the state at the
+//!   end of epoch e_p.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::format::{
+    self, BlockRead, Manifest, Pepoch, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG, CURRENT_LOG,
+    LOG_FILE_HEADER,
+};
+use super::{fp, sync_dir};
+use crate::db::{Database, TableId};
+use crate::error::Error;
+use crate::tid::Tid;
+
+/// One log file, as found on disk.
+#[derive(Clone, Debug)]
+pub struct LogFileInfo {
+    pub path: PathBuf,
+    pub logger: usize,
+    /// `None` if the file header is damaged (only allowed in the tail).
+    pub generation: Option<u64>,
+    pub bytes: u64,
+    /// Length of the durable prefix (0 for a tail file).
+    pub durable_len: u64,
+    /// Valid blocks in the durable prefix, and their epoch range.
+    pub blocks: u64,
+    pub records: u64,
+    pub min_epoch: Option<u64>,
+    pub max_epoch: Option<u64>,
+    /// Blocks in the prefix whose epoch is beyond e_p.
+    pub blocks_beyond_pepoch: u64,
+    /// What lies past the durable prefix, if anything.
+    pub tail: Option<String>,
+}
+
+/// A checkpoint directory, as found on disk.
+#[derive(Clone, Debug)]
+pub struct CheckpointInfo {
+    pub path: PathBuf,
+    /// `None`: no manifest, an interrupted checkpoint.
+    pub manifest: Option<Manifest>,
+}
+
+/// Everything `granary inspect` prints, and what recovery acts on.
+#[derive(Clone, Debug)]
+pub struct DirInfo {
+    pub dir: PathBuf,
+    pub pepoch: Pepoch,
+    pub tables: Vec<(u32, String)>,
+    pub catalog_len: u64,
+    pub checkpoints: Vec<CheckpointInfo>,
+    pub logs: Vec<LogFileInfo>,
+    /// Epoch ranges voided by earlier recoveries (never replayed).
+    pub voids: Vec<(u64, u64)>,
+    /// The newest epoch of a block in a durable prefix that is beyond e_p
+    /// and not already void: what this recovery must void.
+    pub stale_max: Option<u64>,
+}
+
+/// Whether `e` lies in a voided range.
+pub fn is_void(voids: &[(u64, u64)], e: u64) -> bool {
+    voids.iter().any(|&(lo, hi)| lo <= e && e <= hi)
+}
+
+impl DirInfo {
+    /// The checkpoint recovery uses: the newest complete one.
+    pub fn checkpoint(&self) -> Option<(&Path, &Manifest)> {
+        self.checkpoints
+            .iter()
+            .filter_map(|c| c.manifest.as_ref().map(|m| (c.path.as_path(), m)))
+            .max_by_key(|(_, m)| m.low)
+    }
+}
+
+fn corrupt(path: &Path, offset: u64, what: impl Into<String>) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        what: what.into(),
+    }
+}
+
+/// Whether `dir` holds a granary database (its `pepoch` file exists).
+pub fn exists(dir: &Path) -> bool {
+    dir.join(format::PEPOCH_FILE).exists()
+}
+
+/// Read and check a database directory without changing it.
+///
+/// # Errors
+/// [`Error::Corrupt`] for damage inside what is durable; [`Error::Storage`]
+/// if it cannot be read.
+pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
+    let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
+    let pe_path = dir.join(format::PEPOCH_FILE);
+    let pe_bytes = fs::read(&pe_path).map_err(|e| io("read pepoch", &pe_path, e))?;
+    let pepoch = Pepoch::decode_file(&pe_bytes)
+        .ok_or_else(|| corrupt(&pe_path, 0, "neither pepoch slot is valid"))?;
+    let cat_path = dir.join(format::CATALOG_FILE);
+    let cat = fs::read(&cat_path).map_err(|e| io("read the table catalog", &cat_path, e))?;
+    let (tables, catalog_len) =
+        format::decode_catalog(&cat).map_err(|w| corrupt(&cat_path, 0, w))?;
+    for (i, (id, _)) in tables.iter().enumerate() {
+        if *id as usize != i {
+            return Err(corrupt(
+                &cat_path,
+                0,
+                format!("table ids out of order at entry {i}"),
+            ));
+        }
+    }
+
+    let vpath = dir.join(format::VOIDS_FILE);
+    let voids = match fs::read(&vpath) {
+        Ok(b) => format::decode_voids(&b).map_err(|w| corrupt(&vpath, 0, w))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io("read", &vpath, e)),
+    };
+    let mut checkpoints = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| io("list", dir, e))?;
+    for ent in entries {
+        let ent = ent.map_err(|e| io("list", dir, e))?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if format::parse_ckpt_dir_name(&name).is_none() {
+            continue;
+        }
+        let path = ent.path();
+        let mpath = path.join(format::MANIFEST_FILE);
+        let manifest = match fs::read(&mpath) {
+            Ok(b) => Some(
+                Manifest::decode(&b)
+                    .ok_or_else(|| corrupt(&mpath, 0, "damaged checkpoint manifest"))?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io("read", &mpath, e)),
+        };
+        checkpoints.push(CheckpointInfo { path, manifest });
+    }
+    checkpoints.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let mut logs = Vec::new();
+    let mut stale_max = None;
+    for (i, &(g, n)) in pepoch.positions.iter().enumerate() {
+        let ldir = format::logger_dir(dir, i);
+        let mut files = Vec::new();
+        let entries = fs::read_dir(&ldir).map_err(|e| io("list", &ldir, e))?;
+        for ent in entries {
+            let ent = ent.map_err(|e| io("list", &ldir, e))?;
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if name == CURRENT_LOG || format::parse_old_log_name(&name).is_some() {
+                files.push(ent.path());
+            }
+        }
+        files.sort();
+        let mut gens = std::collections::HashSet::new();
+        let mut found_g = false;
+        for path in files {
+            let info = scan_log_file(&path, i, g, n, pepoch.epoch, &voids, &mut stale_max)?;
+            if let Some(gen) = info.generation {
+                if !gens.insert(gen) {
+                    return Err(corrupt(
+                        &path,
+                        0,
+                        format!("two log files of generation {gen}"),
+                    ));
+                }
+                found_g |= gen == g;
+            }
+            logs.push(info);
+        }
+        let have_ckpt = checkpoints.iter().any(|c| c.manifest.is_some());
+        if !found_g && n > LOG_FILE_HEADER as u64 && !have_ckpt {
+            return Err(corrupt(
+                &ldir,
+                0,
+                format!("the durable log file of generation {g} ({n} bytes) is missing"),
+            ));
+        }
+    }
+    Ok(DirInfo {
+        dir: dir.to_path_buf(),
+        pepoch,
+        tables,
+        catalog_len: catalog_len as u64,
+        checkpoints,
+        logs,
+        voids,
+        stale_max,
+    })
+}
+
+fn scan_log_file(
+    path: &Path,
+    logger: usize,
+    g: u64,
+    n: u64,
+    ep: u64,
+    voids: &[(u64, u64)],
+    stale_max: &mut Option<u64>,
+) -> Result<LogFileInfo, Error> {
+    let b = fs::read(path).map_err(|e| Error::storage("read", path, e))?;
+    let is_current = path.file_name().is_some_and(|f| f == CURRENT_LOG);
+    let mut info = LogFileInfo {
+        path: path.to_path_buf(),
+        logger,
+        generation: None,
+        bytes: b.len() as u64,
+        durable_len: 0,
+        blocks: 0,
+        records: 0,
+        min_epoch: None,
+        max_epoch: None,
+        blocks_beyond_pepoch: 0,
+        tail: None,
+    };
+    let Some((lg, gen)) = format::decode_log_file_header(&b) else {
+        if is_current {
+            // A file whose creation did not finish: never referenced.
+            info.tail = Some("damaged or unfinished file header (whole file is tail)".into());
+            return Ok(info);
+        }
+        return Err(corrupt(path, 0, "damaged log file header"));
+    };
+    if lg as usize != logger {
+        return Err(corrupt(
+            path,
+            8,
+            format!("file of logger {lg} in logger {logger}'s directory"),
+        ));
+    }
+    info.generation = Some(gen);
+    let prefix = match gen.cmp(&g) {
+        std::cmp::Ordering::Less => b.len() as u64,
+        std::cmp::Ordering::Equal => {
+            if (b.len() as u64) < n {
+                return Err(corrupt(
+                    path,
+                    b.len() as u64,
+                    format!("durable prefix is {n} bytes but the file has {}", b.len()),
+                ));
+            }
+            n
+        }
+        std::cmp::Ordering::Greater => {
+            info.tail = Some(format!(
+                "newer than the durable generation {g} (whole file is tail)"
+            ));
+            return Ok(info);
+        }
+    } as usize;
+    let mut at = LOG_FILE_HEADER;
+    while at < prefix {
+        match format::read_block(&b[..prefix], at, BLOCK_MAGIC_LOG) {
+            BlockRead::Block(h, body) => {
+                let txns = format::decode_log_payload(body, |_, _| {})
+                    .map_err(|w| corrupt(path, at as u64, w))?;
+                if txns != h.count {
+                    return Err(corrupt(path, at as u64, "block transaction count mismatch"));
+                }
+                info.blocks += 1;
+                info.records += txns as u64;
+                info.min_epoch = Some(info.min_epoch.map_or(h.epoch, |m| m.min(h.epoch)));
+                info.max_epoch = Some(info.max_epoch.map_or(h.epoch, |m| m.max(h.epoch)));
+                if h.epoch > ep && !is_void(voids, h.epoch) {
+                    info.blocks_beyond_pepoch += 1;
+                    *stale_max = Some(stale_max.map_or(h.epoch, |m: u64| m.max(h.epoch)));
+                }
+                at += format::BLOCK_HEADER + h.len as usize;
+            }
+            BlockRead::End => break,
+            BlockRead::Bad(w) => {
+                return Err(corrupt(
+                    path,
+                    at as u64,
+                    format!("{w} inside the durable prefix"),
+                ));
+            }
+        }
+    }
+    info.durable_len = prefix as u64;
+    if (b.len() as u64) > prefix as u64 {
+        info.tail = Some(format!(
+            "{} bytes past the durable prefix",
+            b.len() - prefix
+        ));
+    }
+    Ok(info)
+}
+
+/// What recovery did, for reports (`granary bench recover`).
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryStats {
+    pub pepoch: u64,
+    pub checkpoint_low: Option<u64>,
+    pub checkpoint_bytes: u64,
+    pub checkpoint_records: u64,
+    pub log_bytes: u64,
+    pub log_records_applied: u64,
+    pub log_blocks_skipped: u64,
+    pub checkpoint_seconds: f64,
+    pub log_seconds: f64,
+    pub threads: usize,
+}
+
+/// Load `info` into `db` (whose tables exist, in catalog order) with
+/// `threads` threads.
+pub(crate) fn replay(
+    db: &Database,
+    info: &DirInfo,
+    threads: usize,
+) -> Result<RecoveryStats, Error> {
+    let threads = threads.max(1);
+    let mut stats = RecoveryStats {
+        pepoch: info.pepoch.epoch,
+        threads,
+        ..RecoveryStats::default()
+    };
+    let t0 = std::time::Instant::now();
+    let low = match info.checkpoint() {
+        Some((path, m)) => {
+            stats.checkpoint_low = Some(m.low);
+            let parts: Vec<PathBuf> = (0..m.files.len())
+                .map(|i| path.join(format::ckpt_part_name(i)))
+                .collect();
+            let (bytes, records) =
+                parallel(db, threads, &parts, |w, p, i| load_part(w, p, m.files[i]))?;
+            stats.checkpoint_bytes = bytes;
+            stats.checkpoint_records = records;
+            m.low
+        }
+        None => 0,
+    };
+    stats.checkpoint_seconds = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
+    // Newest files first (SiloR §5.2): most keys' final versions arrive
+    // first, and older ones are then skipped without being copied.
+    let mut files: Vec<&LogFileInfo> = info
+        .logs
+        .iter()
+        .filter(|f| f.durable_len > LOG_FILE_HEADER as u64 && f.max_epoch.is_some_and(|e| e >= low))
+        .collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.max_epoch));
+    let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
+    let ep = info.pepoch.epoch;
+    let (bytes, applied) = parallel(db, threads, &paths, |w, p, i| {
+        replay_log(w, p, files[i].durable_len as usize, low, ep, &info.voids)
+    })?;
+    stats.log_bytes = bytes;
+    stats.log_records_applied = applied;
+    stats.log_seconds = t1.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// Run `f(worker, path, index)` over `paths` on `threads` threads; sums
+/// the `(bytes, records)` they return.
+fn parallel(
+    db: &Database,
+    threads: usize,
+    paths: &[PathBuf],
+    f: impl Fn(&mut crate::Worker, &Path, usize) -> Result<(u64, u64), Error> + Sync,
+) -> Result<(u64, u64), Error> {
+    let next = AtomicUsize::new(0);
+    let first_err: Mutex<Option<Error>> = Mutex::new(None);
+    let totals = Mutex::new((0u64, 0u64));
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(paths.len()) {
+            s.spawn(|| {
+                let mut w = match db.worker() {
+                    Ok(w) => w,
+                    Err(e) => {
+                        first_err.lock().expect("lock").get_or_insert(e);
+                        return;
+                    }
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= paths.len() || first_err.lock().expect("lock").is_some() {
+                        return;
+                    }
+                    match f(&mut w, &paths[i], i) {
+                        Ok((b, r)) => {
+                            let mut t = totals.lock().expect("lock");
+                            t.0 += b;
+                            t.1 += r;
+                        }
+                        Err(e) => {
+                            first_err.lock().expect("lock").get_or_insert(e);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_err.into_inner().expect("lock") {
+        return Err(e);
+    }
+    Ok(totals.into_inner().expect("lock"))
+}
+
+fn table_id(path: &Path, at: usize, t: u32, w: &crate::Worker) -> Result<TableId, Error> {
+    let id = TableId(t);
+    w.shared
+        .table(id)
+        .map(|_| id)
+        .map_err(|_| corrupt(path, at as u64, format!("record for unknown table {t}")))
+}
+
+fn load_part(
+    w: &mut crate::Worker,
+    path: &Path,
+    expect: (u64, u64, u64),
+) -> Result<(u64, u64), Error> {
+    fp("recover-read").map_err(|e| Error::storage("read", path, e))?;
+    let b = fs::read(path).map_err(|e| Error::storage("read", path, e))?;
+    if b.len() as u64 != expect.0 {
+        return Err(corrupt(
+            path,
+            b.len() as u64,
+            format!(
+                "checkpoint file is {} bytes; its manifest says {}",
+                b.len(),
+                expect.0
+            ),
+        ));
+    }
+    let mut at = 0;
+    let mut records = 0u64;
+    let mut blocks = 0u64;
+    loop {
+        match format::read_block(&b, at, BLOCK_MAGIC_CKPT) {
+            BlockRead::Block(h, body) => {
+                let mut bad = None;
+                let mut n = 0;
+                format::decode_ckpt_payload(body, |t, k, tid, v| {
+                    if bad.is_some() {
+                        return;
+                    }
+                    match table_id(path, at, t, w) {
+                        Ok(id) => w.recover_put(id, k, Tid(tid).id(), Some(v)),
+                        Err(e) => bad = Some(e),
+                    }
+                    n += 1;
+                })
+                .map_err(|m| corrupt(path, at as u64, m))?;
+                if let Some(e) = bad {
+                    return Err(e);
+                }
+                if n != h.count {
+                    return Err(corrupt(path, at as u64, "block record count mismatch"));
+                }
+                records += n as u64;
+                blocks += 1;
+                at += format::BLOCK_HEADER + h.len as usize;
+            }
+            BlockRead::End => break,
+            BlockRead::Bad(m) => return Err(corrupt(path, at as u64, m)),
+        }
+    }
+    if (blocks, records) != (expect.1, expect.2) {
+        return Err(corrupt(
+            path,
+            0,
+            "checkpoint file holds fewer blocks or records than its manifest says",
+        ));
+    }
+    Ok((b.len() as u64, records))
+}
+
+fn replay_log(
+    w: &mut crate::Worker,
+    path: &Path,
+    prefix: usize,
+    low: u64,
+    high: u64,
+    voids: &[(u64, u64)],
+) -> Result<(u64, u64), Error> {
+    fp("recover-read").map_err(|e| Error::storage("read", path, e))?;
+    let b = fs::read(path).map_err(|e| Error::storage("read", path, e))?;
+    if b.len() < prefix {
+        return Err(corrupt(
+            path,
+            b.len() as u64,
+            "log file shrank during recovery",
+        ));
+    }
+    let mut at = LOG_FILE_HEADER;
+    let mut applied = 0u64;
+    while at < prefix {
+        let BlockRead::Block(h, body) = format::read_block(&b[..prefix], at, BLOCK_MAGIC_LOG)
+        else {
+            return Err(corrupt(
+                path,
+                at as u64,
+                "log block changed during recovery",
+            ));
+        };
+        if h.epoch >= low && h.epoch <= high && !is_void(voids, h.epoch) {
+            let mut bad = None;
+            format::decode_log_payload(body, |tid, wr| {
+                if bad.is_some() {
+                    return;
+                }
+                match table_id(path, at, wr.table, w) {
+                    Ok(id) => w.recover_put(id, wr.key, Tid(tid).id(), wr.value),
+                    Err(e) => bad = Some(e),
+                }
+                applied += 1;
+            })
+            .map_err(|m| corrupt(path, at as u64, m))?;
+            if let Some(e) = bad {
+                return Err(e);
+            }
+        }
+        at += format::BLOCK_HEADER + h.len as usize;
+    }
+    Ok((prefix as u64, applied))
+}
+
+/// After replay: drop the tail and void the stale epochs, so new epochs
+/// (which start after everything found) can never be confused with
+/// leftovers. Every step is idempotent: a crash in the middle is
+/// recovered the same way again. Returns each logger's next generation
+/// and the first epoch new transactions may use.
+pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
+    let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
+    let ep = info.pepoch.epoch;
+    let mut next = vec![0u64; info.pepoch.positions.len()];
+    let mut first_epoch = ep + 1;
+    if let Some((_, m)) = info.checkpoint() {
+        first_epoch = first_epoch.max(m.high + 1);
+    }
+    for f in &info.logs {
+        let (g, _) = info.pepoch.positions[f.logger];
+        next[f.logger] = next[f.logger].max(f.generation.unwrap_or(0) + 1).max(g + 1);
+        if let Some(m) = f.max_epoch {
+            first_epoch = first_epoch.max(m + 1);
+        }
+        let dir = f.path.parent().expect("log file has a directory");
+        if f.generation.is_none_or(|x| x > g) {
+            fp("recover-remove").map_err(|e| io("remove", &f.path, e))?;
+            fs::remove_file(&f.path).map_err(|e| io("remove", &f.path, e))?;
+            sync_dir(dir).map_err(|e| io("sync", dir, e))?;
+            continue;
+        }
+        if f.bytes > f.durable_len {
+            fp("recover-truncate").map_err(|e| io("truncate", &f.path, e))?;
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .open(&f.path)
+                .map_err(|e| io("open", &f.path, e))?;
+            file.set_len(f.durable_len)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io("truncate", &f.path, e))?;
+        }
+        if f.path.file_name().is_some_and(|n| n == CURRENT_LOG) {
+            // The new logger file takes this name: retire this one.
+            let gen = f.generation.expect("not a tail file");
+            fp("recover-rename").map_err(|e| io("rename", &f.path, e))?;
+            match f.max_epoch {
+                Some(m) => fs::rename(&f.path, dir.join(format::old_log_name(m, gen)))
+                    .map_err(|e| io("rename", &f.path, e))?,
+                None => fs::remove_file(&f.path).map_err(|e| io("remove", &f.path, e))?,
+            }
+            sync_dir(dir).map_err(|e| io("sync", dir, e))?;
+        }
+    }
+    // Blocks of epochs after e_p may sit in the durable prefixes (written,
+    // but their epoch never completed on every logger): void those epochs
+    // for good before any new epoch is used.
+    if let Some(hi) = info.stale_max {
+        let path = info.dir.join(format::VOIDS_FILE);
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", &path, e))?;
+        use std::io::Write;
+        fp("voids-write").map_err(|e| io("write", &path, e))?;
+        f.write_all(&format::encode_void(ep + 1, hi))
+            .and_then(|()| fp("voids-fsync"))
+            .and_then(|()| f.sync_data())
+            .map_err(|e| io("write", &path, e))?;
+        sync_dir(&info.dir).map_err(|e| io("sync", &info.dir, e))?;
+    }
+    for c in &info.checkpoints {
+        if c.manifest.is_none() {
+            fs::remove_dir_all(&c.path)
+                .map_err(|e| io("remove an interrupted checkpoint", &c.path, e))?;
+        }
+    }
+    Ok((next, first_epoch))
+}

@@ -1,0 +1,317 @@
+//! Durability: open/recover round trips, checkpoints, the directory lock,
+//! damaged files and poisoning. Crash loops (kill -9) live in the
+//! workloads crate; failpoint tests in `failpoints.rs`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use granary::{Database, Error, Options};
+
+fn opts() -> Options {
+    Options::default()
+        .epoch_interval(Duration::from_millis(2))
+        .recovery_threads(2)
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "granary-test-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dump(db: &Database) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut w = db.worker().unwrap();
+    for (name, t) in db.tables() {
+        let rows = w
+            .run(|tx| {
+                tx.scan_collect(
+                    t,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    usize::MAX,
+                    false,
+                )
+            })
+            .unwrap();
+        for (k, v) in rows {
+            out.push((name.clone(), k, v));
+        }
+    }
+    out
+}
+
+#[test]
+fn round_trip_puts_deletes_and_big_values() {
+    let dir = TempDir::new("roundtrip");
+    let before;
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        let a = db.open_table("a").unwrap();
+        let b = db.open_table("b").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0u32..500 {
+            w.run(|tx| {
+                tx.put(a, &i.to_be_bytes(), &[i as u8; 40])?;
+                tx.put(b, &i.to_be_bytes(), b"x")
+            })
+            .unwrap();
+        }
+        // Overwrite with bigger values (new records), delete some.
+        w.run(|tx| {
+            for i in 0u32..100 {
+                tx.put(a, &i.to_be_bytes(), &vec![7u8; 300])?;
+            }
+            for i in 200u32..300 {
+                tx.delete(b, &i.to_be_bytes())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        before = dump(&db);
+        assert_eq!(before.len(), 900);
+    }
+    let db = Database::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.tables().len(), 2);
+    assert_eq!(dump(&db), before);
+    let s = db.durability_stats().unwrap();
+    assert!(s.recovery.log_records_applied >= 1100, "{s:?}");
+    // And it keeps working, and recovers again.
+    let a = db.table("a").unwrap();
+    db.worker()
+        .unwrap()
+        .run(|tx| tx.put(a, b"zz", b"after"))
+        .unwrap();
+    let mut again = before.clone();
+    again.push(("a".into(), b"zz".to_vec(), b"after".to_vec()));
+    again.sort();
+    drop(db);
+    let db = Database::open(dir.path(), opts()).unwrap();
+    let mut got = dump(&db);
+    got.sort();
+    assert_eq!(got, again);
+}
+
+#[test]
+fn second_open_is_locked() {
+    let dir = TempDir::new("lock");
+    let db = Database::open(dir.path(), opts()).unwrap();
+    match Database::open(dir.path(), opts()) {
+        Err(Error::Locked(_)) => {}
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(db);
+    Database::open(dir.path(), opts()).unwrap();
+}
+
+#[test]
+fn logger_count_must_match() {
+    let dir = TempDir::new("loggers");
+    drop(Database::open(dir.path(), opts().loggers(2)).unwrap());
+    let e = Database::open(dir.path(), opts()).unwrap_err();
+    assert!(matches!(e, Error::InvalidOption(_)), "{e}");
+    drop(Database::open(dir.path(), opts().loggers(2)).unwrap());
+}
+
+#[test]
+fn checkpoint_then_more_log_recovers_exactly() {
+    let dir = TempDir::new("ckpt");
+    let before;
+    {
+        let db = Database::open(dir.path(), opts().wait_for_durable(false)).unwrap();
+        let t = db.open_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0u32..3000 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), &i.to_le_bytes()))
+                .unwrap();
+        }
+        // Let the epoch move past the writes, so the checkpoint has them
+        // (it skips records of its own epoch or later).
+        let e = db.epoch();
+        while db.epoch() < e + 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let c = db.checkpoint().unwrap();
+        assert!(c.records == 3000, "{c:?}");
+        for i in 0u32..3000 {
+            if i % 3 == 0 {
+                w.run(|tx| tx.delete(t, &i.to_be_bytes()).map(|_| ()))
+                    .unwrap();
+            } else if i % 3 == 1 {
+                w.run(|tx| tx.put(t, &i.to_be_bytes(), b"new")).unwrap();
+            }
+        }
+        db.wait_durable(w.commit_token()).unwrap();
+        before = dump(&db);
+        // A second checkpoint replaces the first.
+        db.checkpoint().unwrap();
+        let n = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("ckpt."))
+            .count();
+        assert_eq!(n, 1);
+    }
+    let db = Database::open(dir.path(), opts()).unwrap();
+    assert_eq!(dump(&db), before);
+    assert!(db
+        .durability_stats()
+        .unwrap()
+        .recovery
+        .checkpoint_low
+        .is_some());
+}
+
+#[test]
+fn parallel_and_single_threaded_recovery_agree() {
+    let dir = TempDir::new("equiv");
+    {
+        let db = Database::open(dir.path(), opts().wait_for_durable(false)).unwrap();
+        let t = db.open_table("t").unwrap();
+        std::thread::scope(|s| {
+            for k in 0..2u64 {
+                let db = &db;
+                s.spawn(move || {
+                    let mut w = db.worker().unwrap();
+                    for i in 0..20_000u64 {
+                        let key = (i % 997).to_be_bytes();
+                        w.run(|tx| tx.put(t, &key, &(i * 2 + k).to_be_bytes()))
+                            .unwrap();
+                        if i == 10_000 && k == 0 {
+                            db.checkpoint().unwrap();
+                        }
+                    }
+                    db.wait_durable(w.commit_token()).unwrap();
+                });
+            }
+        });
+    }
+    let one = dump(&Database::open(dir.path(), opts().recovery_threads(1)).unwrap());
+    let many = dump(&Database::open(dir.path(), opts().recovery_threads(4)).unwrap());
+    assert_eq!(one.len(), 997);
+    assert_eq!(one, many);
+}
+
+#[test]
+fn damaged_files_follow_the_policy() {
+    let dir = TempDir::new("damage");
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        let t = db.open_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0u32..200 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
+        }
+    }
+    let info = granary::durable::scan(dir.path()).unwrap();
+    let f = info.logs.iter().find(|f| f.blocks > 0).expect("a log file");
+    let path = f.path.clone();
+    let good = std::fs::read(&path).unwrap();
+
+    // Garbage appended past the durable prefix is a tail: dropped.
+    let mut tail = good.clone();
+    tail.extend_from_slice(&[0xAB; 100]);
+    std::fs::write(&path, &tail).unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    assert_eq!(dump(&db).len(), 200);
+    drop(db);
+
+    // A flipped byte inside the durable prefix is an error, not a loss.
+    let info = granary::durable::scan(dir.path()).unwrap();
+    let f = info.logs.iter().find(|f| f.blocks > 0).unwrap();
+    let mut bad = std::fs::read(&f.path).unwrap();
+    let at = 32 + 40;
+    bad[at] ^= 0x01;
+    std::fs::write(&f.path, &bad).unwrap();
+    match Database::open(dir.path(), opts()) {
+        Err(Error::Corrupt { .. }) => {}
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    bad[at] ^= 0x01;
+    std::fs::write(&f.path, &bad).unwrap();
+
+    // A truncated durable prefix is an error too.
+    std::fs::write(&f.path, &bad[..bad.len() - 10]).unwrap();
+    assert!(matches!(
+        Database::open(dir.path(), opts()),
+        Err(Error::Corrupt { .. })
+    ));
+    std::fs::write(&f.path, &bad).unwrap();
+
+    // A missing pepoch with logs present is an error.
+    let pe = dir.path().join("pepoch");
+    let pe_bytes = std::fs::read(&pe).unwrap();
+    std::fs::remove_file(&pe).unwrap();
+    assert!(matches!(
+        Database::open(dir.path(), opts()),
+        Err(Error::Corrupt { .. })
+    ));
+    // A torn newest pepoch slot (a crash while writing it: that e_p was
+    // never published) falls back to the other slot's older e_p.
+    std::fs::write(&pe, &pe_bytes).unwrap();
+    let seq = |at: usize| u64::from_le_bytes(pe_bytes[at + 8..at + 16].try_into().unwrap());
+    let newest = if seq(0) >= seq(512) { 0 } else { 512 };
+    let mut torn = pe_bytes.clone();
+    torn[newest + 16] ^= 0xFF;
+    std::fs::write(&pe, &torn).unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    let n = dump(&db).len();
+    assert!(n <= 200, "recovered {n} rows");
+    drop(db);
+}
+
+#[test]
+fn interrupted_checkpoint_is_ignored_and_damaged_one_is_an_error() {
+    let dir = TempDir::new("ckptdamage");
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        let t = db.open_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0u32..1000 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
+        }
+        db.checkpoint().unwrap();
+    }
+    let ck = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("ckpt."))
+        .unwrap()
+        .path();
+    // A half-written newer checkpoint (no manifest) is ignored and removed.
+    let half = dir.path().join("ckpt.999999");
+    std::fs::create_dir(&half).unwrap();
+    std::fs::write(half.join("part.0"), b"partial").unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    assert_eq!(dump(&db).len(), 1000);
+    drop(db);
+    assert!(!half.exists());
+    // A damaged part of the complete checkpoint is an error.
+    let part = ck.join("part.0");
+    let mut b = std::fs::read(&part).unwrap();
+    if b.len() > 50 {
+        b[50] ^= 0x40;
+        std::fs::write(&part, &b).unwrap();
+        assert!(matches!(
+            Database::open(dir.path(), opts()),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}
