@@ -19,6 +19,8 @@ use crate::worker::Worker;
 pub const MAX_KEY_BYTES: usize = 1024;
 /// The longest value granary accepts, in bytes.
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
+/// The longest table name granary accepts, in bytes.
+pub const MAX_TABLE_NAME_BYTES: usize = 1024;
 /// The most tables one database can hold.
 pub const MAX_TABLES: usize = 4096;
 
@@ -441,6 +443,12 @@ impl Database {
     /// [`Error::TableExists`] if the name is taken; [`Error::TooManyTables`]
     /// past [`MAX_TABLES`].
     pub fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        if name.len() > MAX_TABLE_NAME_BYTES {
+            return Err(Error::InvalidOption(format!(
+                "table name of {} bytes exceeds the {MAX_TABLE_NAME_BYTES}-byte limit",
+                name.len()
+            )));
+        }
         let mut names = self.shared.names.lock();
         if names.contains_key(name) {
             return Err(Error::TableExists(name.to_string()));

@@ -51,7 +51,9 @@ mod tx;
 mod txn;
 mod worker;
 
-pub use db::{Database, Options, TableId, MAX_KEY_BYTES, MAX_TABLES, MAX_VALUE_BYTES};
+pub use db::{
+    Database, Options, TableId, MAX_KEY_BYTES, MAX_TABLES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
+};
 pub use error::{AbortReason, Error, TxError};
 pub use secondary::SecondaryIndex;
 pub use snapshot::Snapshot;

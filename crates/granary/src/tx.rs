@@ -254,6 +254,13 @@ pub trait TxRunner {
         None
     }
 
+    /// For a durable engine that does not wait at commit: the persistent
+    /// epoch that acknowledges the last committed transaction (see
+    /// [`Engine::durable_epoch`]). 0 when there is nothing to wait for.
+    fn durable_token(&self) -> u64 {
+        0
+    }
+
     /// Run a read-only body against a consistent snapshot (Silo §4.9: it
     /// never aborts). Protocols without snapshots run it as a regular
     /// transaction, retried on conflict.
@@ -282,6 +289,18 @@ pub trait Engine: Sync {
     /// # Errors
     /// [`Error::TooManyWorkers`] past the protocol's limit.
     fn runner(&self) -> Result<Self::Runner, Error>;
+
+    /// For a durable engine: the persistent epoch now (a transaction is
+    /// durable once this reaches its [`TxRunner::durable_token`]). `None`
+    /// for an in-memory engine.
+    fn durable_epoch(&self) -> Option<u64> {
+        None
+    }
+
+    /// For a durable engine: log bytes written so far.
+    fn log_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Engine for crate::db::Database {
@@ -293,6 +312,14 @@ impl Engine for crate::db::Database {
 
     fn runner(&self) -> Result<Worker, Error> {
         self.worker()
+    }
+
+    fn durable_epoch(&self) -> Option<u64> {
+        crate::db::Database::durable_epoch(self)
+    }
+
+    fn log_bytes(&self) -> Option<u64> {
+        self.durability_stats().map(|s| s.log_bytes)
     }
 }
 
@@ -344,6 +371,10 @@ impl TxRunner for Worker {
 
     fn last_commit_key(&self) -> u64 {
         self.last_commit_tid().0
+    }
+
+    fn durable_token(&self) -> u64 {
+        self.commit_token().epoch
     }
 
     fn stats(&self) -> &Stats {

@@ -778,7 +778,7 @@ impl<'w> Transaction<'w> {
         }
         self.c.last_tid = commit;
         if let Some(d) = self.shared.durable.get() {
-            // SiloR §4.2: value logging, still pinned in epoch ≤ e.
+            // SiloR §3.1, §3.2: value logging, still pinned in epoch ≤ e.
             let st = &self.c.st;
             let a = &st.arena[..];
             let range = |r: (u32, u32)| &a[r.0 as usize..(r.0 + r.1) as usize];

@@ -315,3 +315,81 @@ fn interrupted_checkpoint_is_ignored_and_damaged_one_is_an_error() {
         ));
     }
 }
+
+#[test]
+fn torn_catalog_entry_is_cut_before_the_next_table() {
+    let dir = TempDir::new("torncat");
+    drop(Database::open(dir.path(), opts()).unwrap().open_table("a"));
+    // A create_table whose catalog write did not finish.
+    let cat = dir.path().join("tables");
+    let mut b = std::fs::read(&cat).unwrap();
+    b.extend_from_slice(&[9, 0, 0, 0, 1, 2]);
+    std::fs::write(&cat, &b).unwrap();
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        assert_eq!(db.tables().len(), 1);
+        db.create_table("b").unwrap();
+    }
+    let db = Database::open(dir.path(), opts()).unwrap();
+    let names: Vec<String> = db.tables().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["a", "b"]);
+    // A whole entry with a bad checksum is damage, not a torn write.
+    drop(db);
+    let mut b = std::fs::read(&cat).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&cat, &b).unwrap();
+    assert!(matches!(
+        Database::open(dir.path(), opts()),
+        Err(Error::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn long_table_names_are_refused() {
+    let dir = TempDir::new("longname");
+    let db = Database::open(dir.path(), opts()).unwrap();
+    let e = db.create_table(&"x".repeat(granary::MAX_TABLE_NAME_BYTES + 1));
+    assert!(matches!(e, Err(Error::InvalidOption(_))), "{e:?}");
+}
+
+#[test]
+fn an_older_complete_checkpoint_left_by_a_crash_is_removed() {
+    let dir = TempDir::new("oldckpt");
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        let t = db.open_table("t").unwrap();
+        db.worker()
+            .unwrap()
+            .run(|tx| tx.put(t, b"k", b"v"))
+            .unwrap();
+        db.checkpoint().unwrap();
+    }
+    let ckpts = |d: &Path| {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("ckpt.")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let only = ckpts(dir.path());
+    assert_eq!(only.len(), 1);
+    // Pretend a crash interrupted the deletion of an older checkpoint.
+    let old = dir.path().join("ckpt.0");
+    std::fs::create_dir(&old).unwrap();
+    for e in std::fs::read_dir(&only[0]).unwrap().flatten() {
+        std::fs::copy(e.path(), old.join(e.file_name())).unwrap();
+    }
+    let db = Database::open(dir.path(), opts()).unwrap();
+    assert_eq!(dump(&db).len(), 1);
+    drop(db);
+    assert_eq!(ckpts(dir.path()), only);
+}

@@ -171,6 +171,19 @@ pub struct RunReport {
     pub peak_rss_bytes: u64,
     /// Invariant violations found after the run (empty when all hold).
     pub invariant_violations: Vec<String>,
+    /// Durable engines: figures of the log over the measured period.
+    pub durability: Option<DurabilityReport>,
+}
+
+/// What a durable run measured (SiloR §6).
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct DurabilityReport {
+    /// From the first attempt of a (timed) transaction until its epoch
+    /// was durable — what a client waiting for durability sees.
+    pub durable_latency_us: Latency,
+    /// Log bytes written per second over the measured period, in MB/s.
+    pub log_mb_per_s: f64,
+    pub log_bytes: u64,
 }
 
 const MEASURE: u8 = 1;
@@ -200,6 +213,8 @@ struct Tally {
     user_aborts: Vec<u64>,
     aborts: Vec<[u64; AbortReason::ALL.len()]>,
     latency: Vec<Histogram<u64>>,
+    /// Durable engines: commit-to-durable latency of timed transactions.
+    durable: Histogram<u64>,
 }
 
 impl Tally {
@@ -210,6 +225,7 @@ impl Tally {
             commits: vec![0; types],
             user_aborts: vec![0; types],
             aborts: vec![[0; AbortReason::ALL.len()]; types],
+            durable: h.clone(),
             latency: vec![h; types],
         }
     }
@@ -229,6 +245,36 @@ impl Tally {
             }
             self.latency[i].add(&o.latency[i]).expect("same bounds");
         }
+        self.durable.add(&o.durable).expect("same bounds");
+    }
+}
+
+/// Timed transactions waiting for their epoch to become durable.
+struct Pending<'a> {
+    durable_epoch: &'a (dyn Fn() -> Option<u64> + Sync),
+    queue: std::collections::VecDeque<(u64, Instant)>,
+}
+
+impl Pending<'_> {
+    /// Record the latency of every queued transaction that is durable now.
+    fn settle(&mut self, h: &mut Histogram<u64>) {
+        let Some(&(first, _)) = self.queue.front() else {
+            return;
+        };
+        let Some(e) = (self.durable_epoch)() else {
+            return;
+        };
+        if e < first {
+            return;
+        }
+        let now = Instant::now();
+        while let Some(&(need, started)) = self.queue.front() {
+            if need > e {
+                break;
+            }
+            h.saturating_record(((now - started).as_nanos() as u64).max(1));
+            self.queue.pop_front();
+        }
     }
 }
 
@@ -236,6 +282,8 @@ impl Tally {
 pub struct Exec<'a, R: TxRunner> {
     runner: &'a mut R,
     tally: Tally,
+    /// `Some` on a durable engine.
+    pending: Option<Pending<'a>>,
     live: &'a Live,
     completed: u64,
     latency_every: u32,
@@ -323,6 +371,12 @@ impl<R: TxRunner> Exec<'_, R> {
         if let Some(s) = start {
             let ns = (s.elapsed().as_nanos() as u64).max(1);
             self.tally.latency[ty].saturating_record(ns);
+            if let Some(p) = &mut self.pending {
+                p.queue.push_back((self.runner.durable_token(), s));
+            }
+        }
+        if let Some(p) = &mut self.pending {
+            p.settle(&mut self.tally.durable);
         }
         self.completed += 1;
         self.live.completed.store(self.completed, Ordering::Relaxed);
@@ -368,11 +422,15 @@ pub fn run<W: Workload, E: Engine>(
     let live: Vec<CachePadded<Live>> = (0..cfg.threads).map(|_| CachePadded::default()).collect();
     let barrier = Barrier::new(cfg.threads + 1);
     let total_s = (cfg.warmup + cfg.duration).as_secs_f64();
+    let durable_epoch = || engine.durable_epoch();
+    let durable = engine.durable_epoch().is_some();
+    let log_bytes_at = std::sync::Mutex::new((0u64, 0u64));
     type ThreadOut = Result<(Tally, u64), Error>;
     let (results, per_second, elapsed): (Vec<ThreadOut>, Vec<u64>, f64) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.threads)
             .map(|id| {
                 let (phase, live, barrier) = (&phase, &live[id], &barrier);
+                let durable_epoch = &durable_epoch;
                 s.spawn(move || -> ThreadOut {
                     let runner = engine.runner();
                     barrier.wait();
@@ -381,6 +439,10 @@ pub fn run<W: Workload, E: Engine>(
                     let mut exec = Exec {
                         runner: &mut runner,
                         tally: Tally::new(types.len()),
+                        pending: durable.then(|| Pending {
+                            durable_epoch,
+                            queue: Default::default(),
+                        }),
                         live,
                         completed: 0,
                         latency_every: cfg.latency_every.max(1),
@@ -406,6 +468,15 @@ pub fn run<W: Workload, E: Engine>(
                             return Err(e);
                         }
                     }
+                    // Let the last timed transactions become durable, so
+                    // the slowest are not left out of the distribution.
+                    if let Some(p) = &mut exec.pending {
+                        let deadline = Instant::now() + Duration::from_secs(5);
+                        while !p.queue.is_empty() && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(1));
+                            p.settle(&mut exec.tally.durable);
+                        }
+                    }
                     Ok((exec.tally, exec.completed - base))
                 })
             })
@@ -429,6 +500,7 @@ pub fn run<W: Workload, E: Engine>(
         };
         let mut ok = sleep_until(start + cfg.warmup);
         phase.store(MEASURE, Ordering::Relaxed);
+        log_bytes_at.lock().expect("lock").0 = engine.log_bytes().unwrap_or(0);
         let m0 = Instant::now();
         let mut per_second = Vec::new();
         let mut last = sum();
@@ -447,6 +519,7 @@ pub fn run<W: Workload, E: Engine>(
         let _ = ok;
         let elapsed = m0.elapsed().as_secs_f64();
         phase.store(STOP, Ordering::Relaxed);
+        log_bytes_at.lock().expect("lock").1 = engine.log_bytes().unwrap_or(0);
         let results = handles
             .into_iter()
             .map(|h| h.join().expect("driver thread panicked"))
@@ -499,6 +572,15 @@ pub fn run<W: Workload, E: Engine>(
         });
     }
     let (rss_bytes, peak_rss_bytes) = rss();
+    let durability = durable.then(|| {
+        let (b0, b1) = *log_bytes_at.lock().expect("lock");
+        let bytes = b1.saturating_sub(b0);
+        DurabilityReport {
+            durable_latency_us: Latency::of(&total.durable),
+            log_mb_per_s: bytes as f64 / 1e6 / elapsed,
+            log_bytes: bytes,
+        }
+    });
     Ok(RunReport {
         throughput_txn_per_s: completed as f64 / elapsed,
         aborts_per_s: aborts as f64 / elapsed,
@@ -513,6 +595,7 @@ pub fn run<W: Workload, E: Engine>(
         rss_bytes,
         peak_rss_bytes,
         invariant_violations: w.verify(engine)?,
+        durability,
     })
 }
 

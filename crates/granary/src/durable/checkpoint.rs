@@ -1,4 +1,4 @@
-//! Fuzzy parallel checkpoints (SiloR §4.1, §4.3).
+//! Fuzzy parallel checkpoints (SiloR §4.1–§4.3).
 //!
 //! A checkpoint starts at epoch e_l = E and first waits until no worker can
 //! still commit in an epoch below e_l. Then n threads each walk one
@@ -29,7 +29,7 @@ use crate::error::Error;
 use crate::record::Record;
 use crate::worker::{ReadPin, Worker};
 
-/// fsync a checkpoint file after this many bytes (SiloR §4.3).
+/// fsync a checkpoint file after this many bytes (SiloR §4.2).
 const SYNC_EVERY: u64 = 32 << 20;
 /// Checkpoint block payload size.
 const BLOCK_BYTES: usize = 256 << 10;
@@ -197,7 +197,7 @@ pub(crate) fn run(db: &Database) -> Result<CheckpointStats, Error> {
         }
     }
     let high = epochs.global();
-    // The manifest only once everything up to e_h is durable (§4.1).
+    // The manifest only once everything up to e_h is durable (§4.2).
     d.wait_durable(high)?;
     let manifest = Manifest {
         low,

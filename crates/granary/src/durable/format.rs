@@ -370,11 +370,13 @@ pub fn decode_catalog(b: &[u8]) -> Result<(Catalog, usize), &'static str> {
     while at + 8 <= b.len() {
         let len = u32_at(b, at) as usize;
         let end = at + 8 + len;
-        if len < 4 || end > b.len() || crc(&b[at + 8..end]) != u32_at(b, at + 4) {
-            if end < b.len() {
-                return Err("damaged table catalog entry before its end");
-            }
+        if end > b.len() {
+            // A write that did not finish: the create_table was never
+            // acknowledged.
             break;
+        }
+        if len < 4 || crc(&b[at + 8..end]) != u32_at(b, at + 4) {
+            return Err("damaged table catalog entry");
         }
         let id = u32_at(b, at + 8);
         let name = std::str::from_utf8(&b[at + 12..end]).map_err(|_| "table name is not UTF-8")?;
@@ -388,7 +390,8 @@ pub fn decode_catalog(b: &[u8]) -> Result<(Catalog, usize), &'static str> {
 
 /// The `voids` file: epoch ranges a recovery found written but not
 /// durable, never to be replayed. Entries of `lo u64 | hi u64 | crc u32`
-/// (CRC of the 16 bytes before it); a torn last entry was never relied on.
+/// (CRC of the 16 bytes before it); a short last entry was never relied
+/// on, a whole entry with a bad CRC is damage.
 pub fn encode_void(lo: u64, hi: u64) -> [u8; 20] {
     let mut e = [0u8; 20];
     e[0..8].copy_from_slice(&lo.to_le_bytes());
@@ -400,15 +403,14 @@ pub fn encode_void(lo: u64, hi: u64) -> [u8; 20] {
 
 pub fn decode_voids(b: &[u8]) -> Result<Vec<(u64, u64)>, &'static str> {
     let mut out = Vec::new();
-    for (i, e) in b.chunks(20).enumerate() {
-        if e.len() < 20 || crc(&e[0..16]) != u32_at(e, 16) {
-            if (i + 1) * 20 < b.len() {
-                return Err("damaged voids entry before its end");
-            }
-            break;
+    for e in b.chunks_exact(20) {
+        if crc(&e[0..16]) != u32_at(e, 16) {
+            return Err("damaged voids entry");
         }
         out.push((u64_at(e, 0), u64_at(e, 8)));
     }
+    // A short last entry is a write that did not finish (its recovery
+    // started no new epoch): ignored, and cut off before the next append.
     Ok(out)
 }
 

@@ -1,4 +1,4 @@
-//! SiloR's logging (§3, §4.2): per-worker log buffers, logger threads,
+//! SiloR's logging (§3.1–§3.5): per-worker log buffers, logger threads,
 //! and the persistent epoch.
 //!
 //! * A committing worker appends its transaction (TID, and the table, key
@@ -17,7 +17,7 @@
 //!   workers is on disk.
 //! * The distinguished logger (0) computes `e_p = min d`, writes it with
 //!   every logger's durable file position to `pepoch`, fdatasyncs it, and
-//!   only then publishes it (§4.2). Commits wait for it.
+//!   only then publishes it (§3.1, §3.5). Commits wait for it.
 //! * Every 100 epochs a logger renames `data.log` to `old_data.<max
 //!   epoch>.g<generation>` and starts a new file.
 //! * Any failed write, fsync or rename poisons the database: nothing more
@@ -39,7 +39,7 @@ use super::format::{
 use super::{fp, sync_dir, Durable};
 use crate::epoch::Epochs;
 
-/// Epochs per log file before it is renamed (SiloR §4.2).
+/// Epochs per log file before it is renamed (SiloR §3.5).
 pub const ROTATE_EPOCHS: u64 = 100;
 
 /// A log buffer: one block being filled. `data` starts with room for the
@@ -224,7 +224,7 @@ impl Durable {
 }
 
 /// A logger's open file.
-struct LogFile {
+pub(crate) struct LogFile {
     dir: PathBuf,
     file: File,
     generation: u64,
@@ -272,14 +272,23 @@ pub(crate) struct LoggerStart {
     pub generation: u64,
 }
 
-/// Spawn logger `index`.
-pub(crate) fn spawn(d: Arc<Durable>, start: LoggerStart) -> io::Result<JoinHandle<()>> {
+/// Logger `index`'s new file, its position recorded. Every logger's file
+/// is created before any logger runs, so the first pepoch written names
+/// them all.
+pub(crate) fn create(d: &Durable, start: &LoggerStart) -> io::Result<LogFile> {
     let file = LogFile::create(&start.dir, start.index as u32, start.generation)?;
-    {
-        let mut p = d.loggers[start.index].position.lock();
-        p.generation = file.generation;
-        p.len = file.len;
-    }
+    let mut p = d.loggers[start.index].position.lock();
+    p.generation = file.generation;
+    p.len = file.len;
+    Ok(file)
+}
+
+/// Spawn logger `index` on its file.
+pub(crate) fn spawn(
+    d: Arc<Durable>,
+    start: LoggerStart,
+    file: LogFile,
+) -> io::Result<JoinHandle<()>> {
     let h = std::thread::Builder::new()
         .name(format!("granary-log-{}", start.index))
         .spawn(move || {

@@ -14,10 +14,10 @@
 //! ckpt.<e_l>/MANIFEST      present once the checkpoint is complete
 //! ```
 
-pub(crate) mod checkpoint;
+pub mod checkpoint;
 pub mod format;
 pub(crate) mod log;
-pub(crate) mod recover;
+pub mod recover;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -125,16 +125,22 @@ impl Durable {
             checkpoints: checkpoint::State::new(s.checkpoint, o),
             recovered: s.recovered,
         });
-        for (i, g) in s.generations.iter().enumerate() {
-            let h = log::spawn(
-                d.clone(),
-                log::LoggerStart {
-                    index: i,
-                    dir: format::logger_dir(&s.dir, i),
-                    generation: *g,
-                },
-            )
-            .map_err(|e| io("start a logger", e))?;
+        let starts: Vec<log::LoggerStart> = s
+            .generations
+            .iter()
+            .enumerate()
+            .map(|(i, g)| log::LoggerStart {
+                index: i,
+                dir: format::logger_dir(&s.dir, i),
+                generation: *g,
+            })
+            .collect();
+        let mut files = Vec::new();
+        for st in &starts {
+            files.push(log::create(&d, st).map_err(|e| io("create a log file", e))?);
+        }
+        for (st, f) in starts.into_iter().zip(files) {
+            let h = log::spawn(d.clone(), st, f).map_err(|e| io("start a logger", e))?;
             d.threads.lock().push(h);
         }
         // Record the new files' positions before anything is logged, so
@@ -290,6 +296,7 @@ fn init_dir(dir: &Path, loggers: usize) -> Result<(), Error> {
     let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
     let cat = dir.join(format::CATALOG_FILE);
     let has_data = std::fs::metadata(&cat).is_ok_and(|m| m.len() > 0)
+        || dir.join(format::VOIDS_FILE).exists()
         || std::fs::read_dir(dir)
             .map_err(|e| io("list", dir, e))?
             .flatten()

@@ -191,8 +191,7 @@ pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
             }
             logs.push(info);
         }
-        let have_ckpt = checkpoints.iter().any(|c| c.manifest.is_some());
-        if !found_g && n > LOG_FILE_HEADER as u64 && !have_ckpt {
+        if !found_g && n > LOG_FILE_HEADER as u64 {
             return Err(corrupt(
                 &ldir,
                 0,
@@ -319,7 +318,6 @@ pub struct RecoveryStats {
     pub checkpoint_records: u64,
     pub log_bytes: u64,
     pub log_records_applied: u64,
-    pub log_blocks_skipped: u64,
     pub checkpoint_seconds: f64,
     pub log_seconds: f64,
     pub threads: usize,
@@ -548,7 +546,7 @@ fn replay_log(
 pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let ep = info.pepoch.epoch;
-    let mut next = vec![0u64; info.pepoch.positions.len()];
+    let mut next: Vec<u64> = info.pepoch.positions.iter().map(|&(g, _)| g + 1).collect();
     let mut first_epoch = ep + 1;
     if let Some((_, m)) = info.checkpoint() {
         first_epoch = first_epoch.max(m.high + 1);
@@ -591,6 +589,13 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
     // Blocks of epochs after e_p may sit in the durable prefixes (written,
     // but their epoch never completed on every logger): void those epochs
     // for good before any new epoch is used.
+    // Cut unfinished appends off the catalog and voids files, so the next
+    // append follows a whole entry.
+    cut(&info.dir.join(format::CATALOG_FILE), info.catalog_len)?;
+    cut(
+        &info.dir.join(format::VOIDS_FILE),
+        20 * info.voids.len() as u64,
+    )?;
     if let Some(hi) = info.stale_max {
         let path = info.dir.join(format::VOIDS_FILE);
         let mut f = fs::OpenOptions::new()
@@ -606,11 +611,32 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
             .map_err(|e| io("write", &path, e))?;
         sync_dir(&info.dir).map_err(|e| io("sync", &info.dir, e))?;
     }
+    // Interrupted checkpoints, and complete ones older than the one used
+    // (a crash while the newer one was deleting them).
+    let keep = info.checkpoint().map(|(p, _)| p.to_path_buf());
     for c in &info.checkpoints {
-        if c.manifest.is_none() {
+        if Some(&c.path) != keep.as_ref() {
             fs::remove_dir_all(&c.path)
-                .map_err(|e| io("remove an interrupted checkpoint", &c.path, e))?;
+                .map_err(|e| io("remove an old or interrupted checkpoint", &c.path, e))?;
         }
     }
     Ok((next, first_epoch))
+}
+
+/// Truncate `path` to `len` if it is longer (and exists).
+fn cut(path: &Path, len: u64) -> Result<(), Error> {
+    let io = |what: &str, e: std::io::Error| Error::storage(what, path, e);
+    match fs::metadata(path) {
+        Ok(m) if m.len() > len => {
+            fp("recover-truncate").map_err(|e| io("truncate", e))?;
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io("open", e))?;
+            f.set_len(len)
+                .and_then(|()| f.sync_all())
+                .map_err(|e| io("truncate", e))
+        }
+        _ => Ok(()),
+    }
 }
