@@ -92,7 +92,7 @@ impl Default for Options {
             wait_for_durable: true,
             checkpoint_interval: None,
             checkpoint_threads: 2,
-            checkpoint_files_per_thread: 1,
+            checkpoint_files_per_thread: 2,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }

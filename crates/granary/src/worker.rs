@@ -613,10 +613,10 @@ impl Worker {
     /// Install a recovered version of `key` unless the table already holds
     /// a newer one (SiloR §5.2: the newest TID wins, so files may be
     /// replayed in any order). `value: None` installs a tombstone (an
-    /// absent record), which `sweep_tombstones` removes afterwards.
+    /// absent record), which `sweep_tombstones` removes afterwards. The
+    /// caller pins the worker (once per block of records).
     pub(crate) fn recover_put(&mut self, t: TableId, key: &[u8], tid: Tid, value: Option<&[u8]>) {
-        self.pin();
-        let shared = self.shared.clone();
+        let shared = &*self.shared;
         let tree = &shared.table(t).expect("recovered table exists").tree;
         let word = match value {
             Some(_) => tid.id().with(Tid::LATEST),
@@ -655,7 +655,7 @@ impl Worker {
                         let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
                         debug_assert!(swapped, "the locked record is the tree's");
                         rec.unlock(old.without(Tid::LATEST));
-                        let label = self.shared.epochs.global();
+                        let label = shared.epochs.global();
                         self.core
                             .gc
                             .tree
@@ -665,7 +665,6 @@ impl Worker {
                 }
             }
         }
-        self.unpin();
     }
 
     /// Remove the tombstones recovery left in table `t`.

@@ -98,6 +98,12 @@ pub enum BlockRead<'a> {
 
 /// Read the block starting at `at`.
 pub fn read_block(buf: &[u8], at: usize, magic: u32) -> BlockRead<'_> {
+    read_block_checked(buf, at, magic, true)
+}
+
+/// Read the block starting at `at`; `check_body: false` skips the payload
+/// checksum (for bytes already verified, e.g. by the recovery scan).
+pub fn read_block_checked(buf: &[u8], at: usize, magic: u32, check_body: bool) -> BlockRead<'_> {
     let rest = &buf[at.min(buf.len())..];
     if rest.is_empty() {
         return BlockRead::End;
@@ -113,7 +119,7 @@ pub fn read_block(buf: &[u8], at: usize, magic: u32) -> BlockRead<'_> {
         return BlockRead::Bad("truncated block payload");
     }
     let body = &rest[BLOCK_HEADER..end];
-    if crc(body) != h.body_crc {
+    if check_body && crc(body) != h.body_crc {
         return BlockRead::Bad("block payload checksum mismatch");
     }
     BlockRead::Block(h, body)

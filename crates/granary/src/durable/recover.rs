@@ -453,7 +453,8 @@ fn load_part(
             BlockRead::Block(h, body) => {
                 let mut bad = None;
                 let mut n = 0;
-                format::decode_ckpt_payload(body, |t, k, tid, v| {
+                w.pin();
+                let decoded = format::decode_ckpt_payload(body, |t, k, tid, v| {
                     if bad.is_some() {
                         return;
                     }
@@ -462,8 +463,9 @@ fn load_part(
                         Err(e) => bad = Some(e),
                     }
                     n += 1;
-                })
-                .map_err(|m| corrupt(path, at as u64, m))?;
+                });
+                w.unpin();
+                decoded.map_err(|m| corrupt(path, at as u64, m))?;
                 if let Some(e) = bad {
                     return Err(e);
                 }
@@ -508,7 +510,10 @@ fn replay_log(
     let mut at = LOG_FILE_HEADER;
     let mut applied = 0u64;
     while at < prefix {
-        let BlockRead::Block(h, body) = format::read_block(&b[..prefix], at, BLOCK_MAGIC_LOG)
+        // The scan verified every checksum of this prefix, and the
+        // directory is locked: headers are still checked, bodies not again.
+        let BlockRead::Block(h, body) =
+            format::read_block_checked(&b[..prefix], at, BLOCK_MAGIC_LOG, false)
         else {
             return Err(corrupt(
                 path,
@@ -518,7 +523,8 @@ fn replay_log(
         };
         if h.epoch >= low && h.epoch <= high && !is_void(voids, h.epoch) {
             let mut bad = None;
-            format::decode_log_payload(body, |tid, wr| {
+            w.pin();
+            let decoded = format::decode_log_payload(body, |tid, wr| {
                 if bad.is_some() {
                     return;
                 }
@@ -527,8 +533,9 @@ fn replay_log(
                     Err(e) => bad = Some(e),
                 }
                 applied += 1;
-            })
-            .map_err(|m| corrupt(path, at as u64, m))?;
+            });
+            w.unpin();
+            decoded.map_err(|m| corrupt(path, at as u64, m))?;
             if let Some(e) = bad {
                 return Err(e);
             }
