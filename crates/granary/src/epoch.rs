@@ -250,9 +250,16 @@ impl Epochs {
         } else {
             self.steer_copies(e);
             // Release: pairs with the Acquire in `global` (and publishes the
-            // copy window set just before).
-            self.global.store(e + 1, Ordering::Release);
-            e + 1
+            // copy window set just before). A CAS, not a store: recovery may
+            // have raised E meanwhile (`raise_global`), and E never goes
+            // back.
+            match self
+                .global
+                .compare_exchange(e, e + 1, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => e + 1,
+                Err(now) => now,
+            }
         };
         let se = if e >= SNAPSHOT_K {
             snap(e - SNAPSHOT_K)

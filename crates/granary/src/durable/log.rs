@@ -179,10 +179,18 @@ impl Durable {
                 lg.wake();
             }
         }
-        let b = match &mut *cur {
-            Some(b) => b,
-            None => cur.insert(self.take_buffer(slot)),
-        };
+        if cur.is_none() {
+            // Wait for a free buffer WITHOUT the slot lock: the logger
+            // takes that lock in every round, and it is the logger that
+            // frees buffers. (Only this worker ever fills the slot, and
+            // we are still pinned, so the logger cannot pass our epoch.)
+            drop(cur);
+            let fresh = self.take_buffer(slot);
+            cur = s.cur.lock();
+            debug_assert!(cur.is_none(), "only the slot's worker fills it");
+            *cur = Some(fresh);
+        }
+        let b = cur.as_mut().expect("filled above");
         b.epoch = epoch;
         b.count += 1;
         b.data.reserve(need);
