@@ -133,8 +133,17 @@ pub(crate) fn spawn_periodic(shared: &Arc<Shared>) -> io::Result<()> {
     Ok(())
 }
 
-/// Take a checkpoint now (waits for a running one to finish first).
+/// Take a checkpoint now (waits for a running one to finish first). A
+/// storage failure poisons the database, as in logging.
 pub(crate) fn run(db: &Database) -> Result<CheckpointStats, Error> {
+    let r = run_once(db);
+    if let (Err(e @ Error::Storage { .. }), Some(d)) = (&r, db.shared.durable.get()) {
+        d.poison(format!("checkpoint: {e}"));
+    }
+    r
+}
+
+fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
     let d = db.shared.durable.get().ok_or_else(|| {
         Error::InvalidOption("checkpoint() needs a durable database (Database::open)".into())
     })?;
@@ -390,6 +399,11 @@ fn write_slice(
                 failed.get_or_insert(Error::Poisoned("the database is shutting down".into()));
                 return false;
             }
+            if let Err(e) = d.check() {
+                // Poisoned: write nothing more.
+                failed.get_or_insert(e);
+                return false;
+            }
             let tid = rec.read(&mut buf);
             // Deleted, or new enough that the log has it (§4.1).
             if !tid.is_latest() || tid.is_absent() || tid.epoch() >= low {
@@ -413,6 +427,7 @@ fn write_slice(
             return Err(e);
         }
     }
+    d.check()?;
     if count > 0 {
         out[next_file]
             .write_block(&block, count, i as u32)

@@ -139,13 +139,25 @@ impl Durable {
         for st in &starts {
             files.push(log::create(&d, st).map_err(|e| io("create a log file", e))?);
         }
+        // From here on a failure must stop the loggers already started:
+        // nothing may keep running (and writing) after open returns Err.
+        let fail = |what: &str, e: io::Error| {
+            let err = io(what, e);
+            d.poison(err.to_string());
+            d.shutdown();
+            err
+        };
         for (st, f) in starts.into_iter().zip(files) {
-            let h = log::spawn(d.clone(), st, f).map_err(|e| io("start a logger", e))?;
-            d.threads.lock().push(h);
+            match log::spawn(d.clone(), st, f) {
+                Ok(h) => d.threads.lock().push(h),
+                Err(e) => return Err(fail("start a logger", e)),
+            }
         }
         // Record the new files' positions before anything is logged, so
         // recovery never mistakes them for tails of older generations.
-        d.publish_pepoch().map_err(|e| io("write pepoch", e))?;
+        if let Err(e) = d.publish_pepoch() {
+            return Err(fail("write pepoch", e));
+        }
         Ok(d)
     }
 
@@ -186,7 +198,8 @@ impl Durable {
     /// Block until every transaction of epoch ≤ `e` is durable.
     pub fn wait_durable(&self, e: u64) -> Result<(), Error> {
         if self.pepoch.load(Ordering::Acquire) >= e {
-            return self.check();
+            // Durable before any failure: still durable.
+            return Ok(());
         }
         let mut g = self.pepoch_lock.lock();
         loop {
