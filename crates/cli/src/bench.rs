@@ -42,6 +42,76 @@ pub struct CommonArgs {
     /// Write every figure, the configuration and the machine as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub durable: DurableArgs,
+}
+
+/// Durability flags (SiloR), shared by every driver benchmark.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct DurableArgs {
+    /// Log and checkpoint into this new directory (SiloR): reports
+    /// commit-to-durable latency and log MB/s besides throughput. It must
+    /// not already hold a database; afterwards `granary inspect DIR` and
+    /// `granary bench recover DIR` work on it.
+    #[arg(long, value_name = "DIR")]
+    pub durable: Option<PathBuf>,
+    /// Logger threads (each with its own directory log.<i>).
+    #[arg(long, default_value_t = 1, requires = "durable")]
+    pub loggers: usize,
+    /// Take a checkpoint every this many seconds (the dip shows in the
+    /// per-second series, SiloR Fig. 1 and 5).
+    #[arg(long, value_name = "SECONDS", requires = "durable")]
+    pub checkpoint_interval: Option<f64>,
+    /// Checkpointer threads (each writes 2 files, so recovery can load
+    /// them in parallel).
+    #[arg(long, default_value_t = 2, requires = "durable")]
+    pub checkpoint_threads: usize,
+}
+
+impl DurableArgs {
+    /// Open the benchmark's database: in memory, or durable in a fresh
+    /// directory (commits do not wait for durability; the driver measures
+    /// when they become durable).
+    pub(crate) fn open(&self, o: Options) -> Result<Database, String> {
+        let Some(dir) = &self.durable else {
+            return Database::new(o).map_err(|e| e.to_string());
+        };
+        if granary::durable::recover::exists(dir) {
+            return Err(format!(
+                "{} already holds a granary database; --durable needs a new or empty directory \
+                 (remove it, or time its recovery with `granary bench recover {}`)",
+                dir.display(),
+                dir.display()
+            ));
+        }
+        let every = match self.checkpoint_interval {
+            None => None,
+            Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+            Some(s) => return Err(format!("--checkpoint-interval must be positive, not {s}")),
+        };
+        let o = o
+            .loggers(self.loggers)
+            .wait_for_durable(false)
+            .checkpoint_interval(every)
+            .checkpoint_threads(self.checkpoint_threads);
+        Database::open(dir, o).map_err(|e| e.to_string())
+    }
+}
+
+/// Print what a durable run measured.
+pub(crate) fn print_durability(r: &RunReport) {
+    if let Some(d) = &r.durability {
+        let l = &d.durable_latency_us;
+        println!(
+            "  durable commit latency µs: p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  ({} samples)",
+            l.p50, l.p90, l.p99, l.p999, l.max, l.samples
+        );
+        println!(
+            "  log: {:.1} MB/s ({:.1} MB over the measured period)",
+            d.log_mb_per_s,
+            d.log_bytes as f64 / 1e6
+        );
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
@@ -127,7 +197,7 @@ pub(crate) fn drive<W: Workload, C: Serialize>(
         "{name}: threads={} seconds={} seed={seed}",
         c.threads, c.seconds
     );
-    let db = Database::new(opts(c)).map_err(|e| e.to_string())?;
+    let db = c.durable.open(opts(c))?;
     let t0 = Instant::now();
     let pb = progress(1, "loading");
     w.load(&db, &|done, total| {
@@ -184,6 +254,14 @@ fn print_report(name: &str, threads: usize, r: &RunReport) {
         r.aborts_per_s,
         r.elapsed_s
     );
+    print_details(r, true);
+    print_durability(r);
+}
+
+/// The report below its headline: per-type figures, the breakdown, the
+/// per-second series, memory and the invariants (`checked`: whether the
+/// workload checked them).
+pub(crate) fn print_details(r: &RunReport, checked: bool) {
     println!(
         "  {:<14} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}  aborts by reason",
         "type", "commits", "rollback", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"
@@ -232,7 +310,9 @@ fn print_report(name: &str, threads: usize, r: &RunReport) {
         r.rss_bytes as f64 / 1048576.0,
         r.peak_rss_bytes as f64 / 1048576.0
     );
-    if r.invariant_violations.is_empty() {
+    if !checked {
+        println!("  invariants: not checked");
+    } else if r.invariant_violations.is_empty() {
         println!("  invariants: all hold");
     } else {
         for v in r.invariant_violations.iter().take(20) {

@@ -3,7 +3,10 @@
 mod bench;
 mod check;
 mod index_bench;
+mod inspect;
+mod kv;
 mod plot;
+mod recover;
 mod report;
 mod smallbank;
 mod ycsb;
@@ -36,6 +39,11 @@ enum Cmd {
     /// throughput per second, latency CDFs and time breakdowns. Example:
     /// granary plot tpcc-*.json --out plots --kind throughput,latency
     Plot(plot::PlotArgs),
+    /// Show what a durable database directory holds: the persistent epoch
+    /// e_p, the checkpoint, every log file with its epoch range and durable
+    /// prefix, and any tail the next open will discard. Read-only; works on
+    /// a directory left by kill -9. Example: granary inspect /tmp/db
+    Inspect(inspect::InspectArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -63,6 +71,10 @@ enum Bench {
     /// setting overridable. Example:
     /// granary bench ycsb-mix --preset bohm-2rmw8r --theta 0 --threads 2 --seconds 10 --json out.json
     YcsbMix(ycsb_mix::YcsbMixArgs),
+    /// Time recovery of a durable database directory (SiloR §5) and
+    /// compare it with just reading the same files; reports GB/s of
+    /// checkpoint and log. Example: granary bench recover /tmp/db --threads 2
+    Recover(recover::RecoverArgs),
 }
 
 fn main() {
@@ -79,6 +91,8 @@ fn main() {
             Err(e) => Err(e),
         },
         Cmd::Plot(a) => plot::run(a),
+        Cmd::Inspect(a) => inspect::run(&a),
+        Cmd::Bench(Bench::Recover(a)) => recover::run(&a),
     };
     if let Err(e) = r {
         eprintln!("granary: {e}");

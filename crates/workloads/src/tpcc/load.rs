@@ -10,8 +10,8 @@ use super::rows::{
     key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
 };
 use super::{
-    astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, CUSTOMERS, C_LAST_LOAD,
-    DISTRICTS, FIRST_UNDELIVERED, ITEMS, ORDERS,
+    astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, TpccConfig, C_LAST_LOAD,
+    DISTRICTS,
 };
 use crate::driver::run_until_committed;
 use crate::rng::Rng;
@@ -56,25 +56,33 @@ impl<R: TxRunner> Batch<'_, R> {
     }
 }
 
-/// Rows loaded for `warehouses` (for progress).
-pub(super) fn total_rows(warehouses: u32) -> u64 {
-    let per_d = CUSTOMERS as u64 * 3 + ORDERS as u64 * 11 + (ORDERS - FIRST_UNDELIVERED + 1) as u64;
-    ITEMS as u64 + warehouses as u64 * (1 + ITEMS as u64 + DISTRICTS as u64 * (1 + per_d))
+/// Rows loaded for `c` (for progress).
+pub(super) fn total_rows(c: &TpccConfig) -> u64 {
+    let (items, orders) = (c.items() as u64, c.orders() as u64);
+    let per_d = c.customers() as u64 * 3 + orders * 11 + orders - c.first_undelivered() as u64 + 1;
+    items + c.warehouses as u64 * (1 + items + DISTRICTS as u64 * (1 + per_d))
 }
 
 pub(super) fn create_tables<E: Engine>(e: &E) -> Result<Tables, Error> {
+    make_tables(|name| e.create_table(name))
+}
+
+/// The tables, each made by `f(name)`.
+pub(super) fn make_tables(
+    mut f: impl FnMut(&str) -> Result<granary::TableId, Error>,
+) -> Result<Tables, Error> {
     Ok(Tables {
-        warehouse: e.create_table("warehouse")?,
-        district: e.create_table("district")?,
-        customer: e.create_table("customer")?,
-        customer_name: e.create_table("customer_name_idx")?,
-        history: e.create_table("history")?,
-        new_order: e.create_table("new_order")?,
-        order: e.create_table("oorder")?,
-        order_customer: e.create_table("oorder_c_id_idx")?,
-        order_line: e.create_table("order_line")?,
-        item: e.create_table("item")?,
-        stock: e.create_table("stock")?,
+        warehouse: f("warehouse")?,
+        district: f("district")?,
+        customer: f("customer")?,
+        customer_name: f("customer_name_idx")?,
+        history: f("history")?,
+        new_order: f("new_order")?,
+        order: f("oorder")?,
+        order_customer: f("oorder_c_id_idx")?,
+        order_line: f("order_line")?,
+        item: f("item")?,
+        stock: f("stock")?,
     })
 }
 
@@ -107,7 +115,7 @@ pub(super) fn load<E: Engine>(
     seed: u64,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(), Error> {
-    let total = total_rows(tpcc.cfg.warehouses);
+    let total = total_rows(&tpcc.cfg);
     let done = AtomicU64::new(0);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -135,9 +143,9 @@ pub(super) fn load<E: Engine>(
                         }
                         let mut rng = Rng::new(seed, 1_000_000 + unit * 7 + i as u64);
                         if unit == 0 {
-                            load_items(&mut b, t, &mut rng)?;
+                            load_items(&mut b, &tpcc.cfg, t, &mut rng)?;
                         } else {
-                            load_warehouse(&mut b, t, unit as u32, &mut rng)?;
+                            load_warehouse(&mut b, &tpcc.cfg, t, unit as u32, &mut rng)?;
                         }
                     }
                     b.flush()
@@ -149,9 +157,14 @@ pub(super) fn load<E: Engine>(
     })
 }
 
-fn load_items<R: TxRunner>(b: &mut Batch<'_, R>, t: &Tables, rng: &mut Rng) -> Result<(), Error> {
+fn load_items<R: TxRunner>(
+    b: &mut Batch<'_, R>,
+    c: &TpccConfig,
+    t: &Tables,
+    rng: &mut Rng,
+) -> Result<(), Error> {
     let (mut s, mut v) = (Vec::new(), Vec::new());
-    for i in 1..=ITEMS {
+    for i in 1..=c.items() {
         astring(rng, 14, 24, &mut s);
         let name = Str::new(&s);
         data_field(rng, 26, 50, &mut s);
@@ -169,6 +182,7 @@ fn load_items<R: TxRunner>(b: &mut Batch<'_, R>, t: &Tables, rng: &mut Rng) -> R
 
 fn load_warehouse<R: TxRunner>(
     b: &mut Batch<'_, R>,
+    cfg: &TpccConfig,
     t: &Tables,
     w: u32,
     rng: &mut Rng,
@@ -189,7 +203,7 @@ fn load_warehouse<R: TxRunner>(
     .encode(&mut v);
     b.add(t.warehouse, &key::warehouse(w), &v)?;
 
-    for i in 1..=ITEMS {
+    for i in 1..=cfg.items() {
         let mut st = Stock {
             quantity: uniform(rng, 10, 100),
             ..Stock::default()
@@ -217,17 +231,18 @@ fn load_warehouse<R: TxRunner>(
             zip: Str::new(&a[4]),
             tax: uniform(rng, 0, 2000),
             ytd: 3_000_000,
-            next_o_id: ORDERS + 1,
+            next_o_id: cfg.orders() + 1,
         }
         .encode(&mut v);
         b.add(t.district, &key::district(w, d), &v)?;
 
         let mut last = Vec::new();
-        for c in 1..=CUSTOMERS {
-            let n = if c <= 1000 {
+        let names = cfg.last_names();
+        for c in 1..=cfg.customers() {
+            let n = if c <= names {
                 c - 1
             } else {
-                nurand(rng, 255, C_LAST_LOAD, 0, 999)
+                nurand(rng, 255, C_LAST_LOAD, 0, names - 1)
             };
             last_name(n, &mut last);
             astring(rng, 8, 16, &mut s);
@@ -276,19 +291,19 @@ fn load_warehouse<R: TxRunner>(
             }
             .encode(&mut v);
             // Loader histories use thread id 0xFFFF, apart from workers'.
-            let seq = d as u64 * CUSTOMERS as u64 + c as u64;
+            let seq = d as u64 * cfg.customers() as u64 + c as u64;
             b.add(t.history, &key::history(w, 0xFFFF, seq), &v)?;
         }
 
         // Orders: customers in a random permutation (clause 4.3.3.1).
-        let mut perm: Vec<u32> = (1..=CUSTOMERS).collect();
+        let mut perm: Vec<u32> = (1..=cfg.customers()).collect();
         for i in (1..perm.len()).rev() {
             let j = rng.below(i as u64 + 1) as usize;
             perm.swap(i, j);
         }
-        for o in 1..=ORDERS {
+        for o in 1..=cfg.orders() {
             let c = perm[o as usize - 1];
-            let delivered = o < FIRST_UNDELIVERED;
+            let delivered = o < cfg.first_undelivered();
             let ol_cnt = uniform(rng, 5, 15) as u8;
             Order {
                 c_id: c,
@@ -311,7 +326,7 @@ fn load_warehouse<R: TxRunner>(
             for n in 1..=ol_cnt {
                 astring(rng, 24, 24, &mut s);
                 OrderLine {
-                    i_id: uniform(rng, 1, ITEMS),
+                    i_id: uniform(rng, 1, cfg.items()),
                     supply_w_id: w,
                     delivery_d: if delivered { since } else { 0 },
                     quantity: 5,

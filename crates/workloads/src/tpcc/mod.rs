@@ -16,6 +16,7 @@
 
 pub mod rows;
 
+mod durable;
 mod load;
 mod txns;
 mod verify;
@@ -70,7 +71,15 @@ pub struct TpccConfig {
     /// Bind thread `i` to warehouse `i mod W + 1` (spec and Silo);
     /// otherwise each transaction picks a random home warehouse.
     pub bind_warehouses: bool,
+    /// Divide the per-warehouse population — items (and stock),
+    /// customers and loaded orders per district — by this, for small test
+    /// databases (crash loops). 1, the default, is the spec's; at most
+    /// [`MAX_SCALE_DOWN`].
+    pub scale_down: u32,
 }
+
+/// The largest [`TpccConfig::scale_down`] (100 customers per district).
+pub const MAX_SCALE_DOWN: u32 = 30;
 
 impl TpccConfig {
     /// The standard mix over `warehouses` warehouses.
@@ -83,7 +92,38 @@ impl TpccConfig {
             fast_ids: false,
             snapshot_stock_level: false,
             bind_warehouses: true,
+            scale_down: 1,
         }
+    }
+
+    /// Items in the catalogue ([`ITEMS`] unless scaled down).
+    pub fn items(&self) -> u32 {
+        ITEMS / self.scale_down.max(1)
+    }
+
+    /// Customers per district ([`CUSTOMERS`] unless scaled down).
+    pub fn customers(&self) -> u32 {
+        CUSTOMERS / self.scale_down.max(1)
+    }
+
+    /// Orders loaded per district, one per customer ([`ORDERS`] unless
+    /// scaled down).
+    pub fn orders(&self) -> u32 {
+        ORDERS / self.scale_down.max(1)
+    }
+
+    /// The first loaded order still undelivered: the last 30% of the
+    /// loaded orders have NEW-ORDER rows ([`FIRST_UNDELIVERED`] unless
+    /// scaled down).
+    pub fn first_undelivered(&self) -> u32 {
+        self.orders() - self.orders() * 3 / 10 + 1
+    }
+
+    /// Distinct customer last names, numbers `0..last_names()`: the
+    /// spec's 1000, or fewer when there are fewer customers per district
+    /// (so every name drawn exists, clause 4.3.2.3).
+    pub fn last_names(&self) -> u32 {
+        self.customers().min(1000)
     }
 }
 
@@ -123,6 +163,10 @@ pub struct Tpcc {
     tables: Option<Tables>,
     /// FastIds: next order id per (warehouse, district).
     next_ids: Vec<AtomicU32>,
+    /// Payment's history keys continue after this sequence number (0 on a
+    /// fresh load; past the highest one found when reopening a durable
+    /// database, so new keys never collide with recovered ones).
+    history_base: u64,
 }
 
 /// A bad TPC-C configuration.
@@ -151,11 +195,19 @@ impl Tpcc {
         if !(0.0..=100.0).contains(&cfg.remote_item_pct) || cfg.remote_payment_pct > 100 {
             return Err(ConfigError("remote percentages must be in 0..=100".into()));
         }
+        if !(1..=MAX_SCALE_DOWN).contains(&cfg.scale_down) {
+            return Err(ConfigError(format!(
+                "scale_down must be in 1..={MAX_SCALE_DOWN}, got {}",
+                cfg.scale_down
+            )));
+        }
         let n = cfg.warehouses as usize * DISTRICTS as usize;
+        let next = cfg.orders() + 1;
         Ok(Tpcc {
             cfg,
             tables: None,
-            next_ids: (0..n).map(|_| AtomicU32::new(ORDERS + 1)).collect(),
+            next_ids: (0..n).map(|_| AtomicU32::new(next)).collect(),
+            history_base: 0,
         })
     }
 
@@ -291,5 +343,35 @@ mod tests {
         let mut c = TpccConfig::new(1);
         c.remote_item_pct = 101.0;
         assert!(Tpcc::new(c).is_err());
+        let mut c = TpccConfig::new(1);
+        c.scale_down = MAX_SCALE_DOWN + 1;
+        assert!(Tpcc::new(c).is_err());
+    }
+
+    #[test]
+    fn scaled_down_population() {
+        let c = TpccConfig::new(1);
+        assert_eq!(
+            (
+                c.items(),
+                c.customers(),
+                c.orders(),
+                c.first_undelivered(),
+                c.last_names()
+            ),
+            (ITEMS, CUSTOMERS, ORDERS, FIRST_UNDELIVERED, 1000)
+        );
+        let mut c = TpccConfig::new(1);
+        c.scale_down = 10;
+        assert_eq!(
+            (
+                c.items(),
+                c.customers(),
+                c.orders(),
+                c.first_undelivered(),
+                c.last_names()
+            ),
+            (10_000, 300, 300, 211, 300)
+        );
     }
 }

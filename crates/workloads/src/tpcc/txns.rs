@@ -11,9 +11,8 @@ use super::rows::{
     Warehouse,
 };
 use super::{
-    last_name, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, CUSTOMERS, C_ID,
-    C_LAST_RUN, C_OL_I_ID, DELIVERY, DISTRICTS, ITEMS, NEW_ORDER, ORDER_STATUS, PAYMENT,
-    STOCK_LEVEL, TYPES,
+    last_name, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID, C_LAST_RUN,
+    C_OL_I_ID, DELIVERY, DISTRICTS, NEW_ORDER, ORDER_STATUS, PAYMENT, STOCK_LEVEL, TYPES,
 };
 use crate::driver::{Exec, Workload};
 use crate::rng::Rng;
@@ -127,13 +126,14 @@ impl Tpcc {
         }
     }
 
-    fn customer_sel(rng: &mut Rng) -> CustomerSel {
+    fn customer_sel(&self, rng: &mut Rng) -> CustomerSel {
         if uniform(rng, 1, 100) <= 60 {
             let mut b = Vec::new();
-            last_name(nurand(rng, 255, C_LAST_RUN, 0, 999), &mut b);
+            let names = self.cfg.last_names();
+            last_name(nurand(rng, 255, C_LAST_RUN, 0, names - 1), &mut b);
             CustomerSel::Last(b)
         } else {
-            CustomerSel::Id(nurand(rng, 1023, C_ID, 1, CUSTOMERS))
+            CustomerSel::Id(nurand(rng, 1023, C_ID, 1, self.cfg.customers()))
         }
     }
 
@@ -151,15 +151,15 @@ impl Tpcc {
             uniform(rng, 1, self.cfg.warehouses)
         };
         let d = uniform(rng, 1, DISTRICTS as u32) as u8;
-        let c = nurand(rng, 1023, C_ID, 1, CUSTOMERS);
+        let c = nurand(rng, 1023, C_ID, 1, self.cfg.customers());
         let ol_cnt = uniform(rng, 5, 15) as usize;
         let rollback = uniform(rng, 1, 100) == 1;
         th.items.clear();
         let mut all_local = 1u8;
         for n in 0..ol_cnt {
-            let mut i = nurand(rng, 8191, C_OL_I_ID, 1, ITEMS);
+            let mut i = nurand(rng, 8191, C_OL_I_ID, 1, self.cfg.items());
             if rollback && n == ol_cnt - 1 {
-                i = ITEMS + 1; // unused item id: the transaction rolls back
+                i = self.cfg.items() + 1; // unused item id: the transaction rolls back
             }
             let remote = rng.below(1_000_000) < (self.cfg.remote_item_pct * 10_000.0) as u64;
             let supply = if remote {
@@ -288,7 +288,7 @@ impl Tpcc {
             } else {
                 (w, d)
             };
-        let sel = Tpcc::customer_sel(rng);
+        let sel = self.customer_sel(rng);
         let amount = uniform(rng, 100, 500_000) as i64;
         th.history_seq += 1;
         let hk = key::history(w, th.id, th.history_seq);
@@ -347,7 +347,7 @@ impl Tpcc {
         let w = self.home(th);
         let rng = &mut th.rng;
         let d = uniform(rng, 1, DISTRICTS as u32) as u8;
-        let sel = Tpcc::customer_sel(rng);
+        let sel = self.customer_sel(rng);
         ex.txn(ORDER_STATUS, |tx| {
             let c = customer_id(tx, &t, w, d, &sel)?;
             let _cust = get_row(
@@ -529,7 +529,7 @@ impl Workload for Tpcc {
             rng: Rng::new(seed, id as u64 + 1),
             home: (id as u32 % self.cfg.warehouses) + 1,
             id: id as u16,
-            history_seq: 0,
+            history_seq: self.history_base,
             delivery_hints: Default::default(),
             buf: Vec::with_capacity(1024),
             items: Vec::with_capacity(15),

@@ -1,0 +1,166 @@
+//! `granary bench recover DIR`: time recovery (SiloR §6.5) and compare it
+//! with the time to just read the same files.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+use granary::durable;
+use granary::{Database, Options};
+use serde::Serialize;
+
+use crate::report::{machine, write_json, Machine};
+
+#[derive(Args, Debug, Serialize)]
+pub struct RecoverArgs {
+    /// A database directory (e.g. left by `granary bench … --durable DIR`,
+    /// or by a process killed with -9).
+    pub dir: PathBuf,
+    /// Recovery threads (default: every core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write the figures as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Output {
+    benchmark: &'static str,
+    dir: PathBuf,
+    threads: usize,
+    pepoch: u64,
+    checkpoint_bytes: u64,
+    checkpoint_records: u64,
+    checkpoint_seconds: f64,
+    checkpoint_gb_per_s: f64,
+    log_bytes: u64,
+    log_records_applied: u64,
+    log_seconds: f64,
+    log_gb_per_s: f64,
+    /// `Database::open` end to end (scan, load, replay, sweep, tidy).
+    recovery_seconds: f64,
+    /// Reading the same checkpoint and log files with as many threads.
+    read_seconds: f64,
+    recovery_over_read: f64,
+    machine: Machine,
+}
+
+pub fn run(a: &RecoverArgs) -> Result<(), String> {
+    if !durable::recover::exists(&a.dir) {
+        return Err(format!(
+            "{} is not a granary database directory (no pepoch file)",
+            a.dir.display()
+        ));
+    }
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    let info = durable::scan(&a.dir).map_err(|e| e.to_string())?;
+    // The files recovery reads.
+    let mut files: Vec<(PathBuf, u64)> = Vec::new();
+    if let Some((p, m)) = info.checkpoint() {
+        for (i, f) in m.files.iter().enumerate() {
+            files.push((p.join(format!("part.{i}")), f.0));
+        }
+    }
+    for f in &info.logs {
+        if f.durable_len > 0 {
+            files.push((f.path.clone(), f.durable_len));
+        }
+    }
+    // Baseline: read them (this also warms the page cache, so both timings
+    // below read from memory, not disk).
+    let t = Instant::now();
+    read_all(&files, threads)?;
+    let read_seconds = t.elapsed().as_secs_f64();
+
+    let opts = Options::default()
+        .loggers(info.pepoch.positions.len())
+        .recovery_threads(threads);
+    let t = Instant::now();
+    let db = Database::open(&a.dir, opts).map_err(|e| e.to_string())?;
+    let recovery_seconds = t.elapsed().as_secs_f64();
+    let s = db
+        .durability_stats()
+        .expect("a durable database has stats")
+        .recovery;
+    drop(db);
+    let gbs = |b: u64, s: f64| if s > 0.0 { b as f64 / 1e9 / s } else { 0.0 };
+    let out = Output {
+        benchmark: "recover",
+        dir: a.dir.clone(),
+        threads,
+        pepoch: s.pepoch,
+        checkpoint_bytes: s.checkpoint_bytes,
+        checkpoint_records: s.checkpoint_records,
+        checkpoint_seconds: s.checkpoint_seconds,
+        checkpoint_gb_per_s: gbs(s.checkpoint_bytes, s.checkpoint_seconds),
+        log_bytes: s.log_bytes,
+        log_records_applied: s.log_records_applied,
+        log_seconds: s.log_seconds,
+        log_gb_per_s: gbs(s.log_bytes, s.log_seconds),
+        recovery_seconds,
+        read_seconds,
+        recovery_over_read: recovery_seconds / read_seconds.max(1e-9),
+        machine: machine(),
+    };
+    println!(
+        "recovered {} to e_p = {} with {} threads in {:.3} s",
+        a.dir.display(),
+        out.pepoch,
+        threads,
+        recovery_seconds
+    );
+    println!(
+        "  checkpoint {:>10.1} MB  {:>9} records  {:.3} s  {:.2} GB/s",
+        out.checkpoint_bytes as f64 / 1e6,
+        out.checkpoint_records,
+        out.checkpoint_seconds,
+        out.checkpoint_gb_per_s
+    );
+    println!(
+        "  log        {:>10.1} MB  {:>9} writes   {:.3} s  {:.2} GB/s",
+        out.log_bytes as f64 / 1e6,
+        out.log_records_applied,
+        out.log_seconds,
+        out.log_gb_per_s
+    );
+    println!(
+        "  reading the same files: {:.3} s  → recovery / read = {:.2}×",
+        read_seconds, out.recovery_over_read
+    );
+    if let Some(p) = &a.json {
+        write_json(p, &out)?;
+    }
+    Ok(())
+}
+
+fn read_all(files: &[(PathBuf, u64)], threads: usize) -> Result<(), String> {
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads.min(files.len()).max(1))
+            .map(|_| {
+                s.spawn(|| -> Result<u64, String> {
+                    let mut sum = 0u64;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((p, _)) = files.get(i) else {
+                            return Ok(sum);
+                        };
+                        let b = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                        // Touch the bytes so the read cannot be elided.
+                        sum = sum
+                            .wrapping_add(b.iter().step_by(4096).map(|&x| x as u64).sum::<u64>());
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().expect("reader thread")?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,177 @@
+//! `granary bench ycsb` end to end: its flags, its printed lines and the
+//! JSON keys scripts rely on (`.ci/run`, docs/BENCHMARKS.md).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("granary-ycsb-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn granary(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(args)
+        .output()
+        .expect("run granary")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn number(v: &Value, path: &str) -> f64 {
+    let mut at = v;
+    for seg in path.split('.') {
+        at = at
+            .get(seg)
+            .unwrap_or_else(|| panic!("JSON lacks `{path}`: {v}"));
+    }
+    at.as_f64()
+        .unwrap_or_else(|| panic!("`{path}` is not a number: {at}"))
+}
+
+#[test]
+fn json_keeps_its_contract_keys_for_both_engines() {
+    let dir = scratch("contract");
+    let json = dir.join("ycsb.json");
+    let o = granary(&[
+        "bench",
+        "ycsb",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--keys",
+        "5000",
+        "--engine",
+        "silo,kv",
+        "--runs",
+        "2",
+        "--seed",
+        "7",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for line in [
+        "ycsb run 0 engine=Silo threads=2: ",
+        "ycsb run 1 engine=Kv threads=2: ",
+        "ycsb engine=Silo threads=2 keys=5000: median ",
+        "ycsb engine=Kv threads=2 keys=5000: median ",
+        "ycsb: Kv / Silo throughput ratio ",
+    ] {
+        assert!(out.contains(line), "stdout lacks {line:?}:\n{out}");
+    }
+
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["benchmark"], "ycsb");
+    // The contract: top-level throughput and aborts, the first engine's medians.
+    let tput = number(&doc, "throughput_txn_per_s");
+    assert!(tput > 0.0, "throughput {tput}");
+    assert!(number(&doc, "aborts_per_s") >= 0.0);
+    for key in ["load_s", "seed", "config", "machine", "engines", "runs"] {
+        assert!(doc.get(key).is_some(), "JSON lacks `{key}`");
+    }
+    assert_eq!(doc["seed"], 7);
+    assert_eq!(number(&doc, "config.threads"), 2.0);
+    assert_eq!(number(&doc, "config.keys"), 5000.0);
+    assert_eq!(doc["config"]["engine"], serde_json::json!(["silo", "kv"]));
+
+    let engines = doc["engines"].as_array().expect("engines");
+    let names: Vec<&str> = engines
+        .iter()
+        .map(|e| e["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["silo", "kv"]);
+    assert_eq!(number(&engines[0], "throughput_txn_per_s"), tput);
+    for e in engines {
+        assert!(number(e, "throughput_txn_per_s") > 0.0);
+        assert!(number(e, "aborts_per_s") >= 0.0);
+    }
+
+    // Runs alternate engines, each with the old figures and the driver's.
+    let runs = doc["runs"].as_array().expect("runs");
+    let order: Vec<&str> = runs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    assert_eq!(order, ["silo", "kv", "silo", "kv"]);
+    for r in runs {
+        for key in [
+            "throughput_txn_per_s",
+            "aborts_per_s",
+            "commits",
+            "aborts",
+            "elapsed_s",
+        ] {
+            number(r, key);
+        }
+        let reasons = r["abort_reasons"].as_object().expect("abort_reasons");
+        assert_eq!(reasons.len(), 4, "{reasons:?}");
+        assert!(number(r, "commits") > 0.0);
+        assert!(r["result"]["per_second"].is_array());
+        assert!(number(r, "result.latency_us.samples") > 0.0);
+        let types: Vec<&str> = r["result"]["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["read_only", "update"]);
+    }
+
+    // `granary plot` still reads it.
+    let charts = dir.join("charts");
+    let o = granary(&[
+        "plot",
+        json.to_str().unwrap(),
+        "--out",
+        charts.to_str().unwrap(),
+        "--kind",
+        "throughput",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn silo_runs_check_the_counters() {
+    let o = granary(&[
+        "bench",
+        "ycsb",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--keys",
+        "1000",
+        "--read-pct",
+        "50",
+        "--global-tid",
+        "--always-versions",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("invariants: all hold"), "{out}");
+}
+
+#[test]
+fn bad_flags_are_refused() {
+    for args in [
+        &["--read-pct", "101"][..],
+        &["--threads", "0"],
+        &["--value-bytes", "4"],
+        &["--seconds", "0"],
+    ] {
+        let mut all = vec!["bench", "ycsb", "--keys", "10"];
+        all.extend_from_slice(args);
+        let o = granary(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+    }
+}
