@@ -715,7 +715,9 @@ impl<'w> Transaction<'w> {
                 .inspect_err(|_| self.abort())?;
             if self.shared.durable.get().is_some() {
                 // Its results may be released once what it read is durable.
-                self.c.durable_need = self
+                // `max`: a worker's token never goes back, so a durable
+                // token covers all of the worker's earlier commits too.
+                let read = self
                     .c
                     .st
                     .read_set
@@ -723,6 +725,7 @@ impl<'w> Transaction<'w> {
                     .map(|r| r.tid.epoch())
                     .max()
                     .unwrap_or(0);
+                self.c.durable_need = self.c.durable_need.max(read);
             }
             return Ok(());
         }

@@ -275,7 +275,10 @@ impl Worker {
     /// A token for the last transaction this worker committed: on a
     /// durable database opened with `wait_for_durable(false)`, wait for it
     /// with [`Database::wait_durable`](crate::Database::wait_durable)
-    /// before acknowledging the transaction to anyone.
+    /// before acknowledging the transaction to anyone. Tokens never go
+    /// back: once one is durable, so is every earlier commit of this
+    /// worker (a read-only transaction's token covers the worker's
+    /// previous writes as well as what it read).
     pub fn commit_token(&self) -> CommitToken {
         CommitToken {
             epoch: self.core.durable_need,
@@ -358,7 +361,10 @@ impl Worker {
         self.unpin();
         if let (Ok(_), Some(d)) = (&r, self.shared.durable.get()) {
             // It saw exactly the epochs before its snapshot epoch.
-            let need = self.core.snap_epoch.saturating_sub(1);
+            let need = self
+                .core
+                .durable_need
+                .max(self.core.snap_epoch.saturating_sub(1));
             self.core.durable_need = need;
             if d.wait {
                 d.wait_durable(need)?;
