@@ -621,7 +621,14 @@ impl Worker {
     /// replayed in any order). `value: None` installs a tombstone (an
     /// absent record), which `sweep_tombstones` removes afterwards. The
     /// caller pins the worker (once per block of records).
-    pub(crate) fn recover_put(&mut self, t: TableId, key: &[u8], tid: Tid, value: Option<&[u8]>) {
+    pub(crate) fn recover_put(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        tid: Tid,
+        value: Option<&[u8]>,
+        likely_new: bool,
+    ) {
         let shared = &*self.shared;
         let tree = &shared.table(t).expect("recovered table exists").tree;
         let word = match value {
@@ -629,10 +636,28 @@ impl Worker {
             None => tid.id().with(Tid::LATEST | Tid::ABSENT),
         };
         let bytes = value.unwrap_or(&[]);
+        // A key expected to be new is inserted straight away (one descent);
+        // otherwise it is looked up first, so a key already present costs
+        // no allocation.
+        let mut insert_first = likely_new;
         loop {
             // SAFETY: pinned above.
             let mut pin = unsafe { ReadPin::new() };
-            match tree.get(key, &pin).value {
+            let found = if insert_first {
+                insert_first = false;
+                let r = Record::alloc(word, bytes, 0, std::ptr::null_mut());
+                match tree.insert(key, r.as_ptr() as u64, &mut pin) {
+                    granary_index::Insert::Inserted(_) => break,
+                    granary_index::Insert::Exists { value } => {
+                        // SAFETY: never published.
+                        unsafe { Record::free(r) };
+                        Some(value)
+                    }
+                }
+            } else {
+                tree.get(key, &pin).value
+            };
+            match found {
                 None => {
                     let r = Record::alloc(word, bytes, 0, std::ptr::null_mut());
                     match tree.insert(key, r.as_ptr() as u64, &mut pin) {

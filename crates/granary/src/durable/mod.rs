@@ -384,7 +384,7 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
     if !recover::exists(&dir) {
         init_dir(&dir, options.loggers)?;
     }
-    let info = recover::scan(&dir)?;
+    let info = recover::scan_with(&dir, false)?;
     let n = info.pepoch.positions.len();
     if n != options.loggers {
         return Err(Error::InvalidOption(format!(
@@ -399,8 +399,8 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
     let recovered = recover::replay(&db, &info, options.recovery_threads)?;
     {
         let mut w = db.worker()?;
-        for (_, t) in db.tables() {
-            w.sweep_tombstones(t);
+        for &t in &recovered.tables_with_deletes {
+            w.sweep_tombstones(crate::db::TableId(t));
         }
     }
     let (generations, first_epoch) = recover::tidy(&info)?;

@@ -6,7 +6,11 @@
 //!   g and length n that were fsynced when that logger reached e_p.
 //!   Files of generation < g were fsynced whole before they were retired;
 //!   the first n bytes of generation g were fsynced. That is the *durable
-//!   prefix*; damage inside it is [`Error::Corrupt`], never skipped.
+//!   prefix*. Every block header in it is checked; so is the body of every
+//!   block replayed (epoch e_l ≤ e ≤ e_p, not void). Damage there is
+//!   [`Error::Corrupt`], never skipped. Bodies of blocks recovery does not
+//!   need (superseded by the checkpoint, or never acknowledged) are not
+//!   read; `granary inspect` ([`scan`]) checks them too.
 //! * Anything past the prefix (the rest of generation g, newer files) was
 //!   never acknowledged: it is the *tail*, discarded whatever its state —
 //!   torn, truncated or intact.
@@ -21,14 +25,16 @@
 //!   e_l ≤ epoch ≤ e_p, newest TID winning; the result is the state at the
 //!   end of epoch e_p.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::format::{
-    self, BlockRead, Manifest, Pepoch, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG, CURRENT_LOG,
-    LOG_FILE_HEADER,
+    self, BlockHeader, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG,
+    CURRENT_LOG, LOG_FILE_HEADER,
 };
 use super::{fp, sync_dir};
 use crate::db::{Database, TableId};
@@ -54,6 +60,8 @@ pub struct LogFileInfo {
     pub blocks_beyond_pepoch: u64,
     /// What lies past the durable prefix, if anything.
     pub tail: Option<String>,
+    /// Offset and header of every block of the durable prefix.
+    pub(crate) index: Vec<(u64, BlockHeader)>,
 }
 
 /// A checkpoint directory, as found on disk.
@@ -108,12 +116,20 @@ pub fn exists(dir: &Path) -> bool {
     dir.join(format::PEPOCH_FILE).exists()
 }
 
-/// Read and check a database directory without changing it.
+/// Read and check a database directory without changing it, verifying
+/// every checksum of every durable log block (`granary inspect`).
 ///
 /// # Errors
 /// [`Error::Corrupt`] for damage inside what is durable; [`Error::Storage`]
 /// if it cannot be read.
 pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
+    scan_with(dir, true)
+}
+
+/// As [`scan`]; with `bodies == false` only block headers (and their
+/// checksums) are read: recovery checks the bodies it replays itself, and
+/// never reads blocks a checkpoint supersedes (SiloR §5.2).
+pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let pe_path = dir.join(format::PEPOCH_FILE);
     let pe_bytes = fs::read(&pe_path).map_err(|e| io("read pepoch", &pe_path, e))?;
@@ -178,7 +194,15 @@ pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
         let mut gens = std::collections::HashSet::new();
         let mut found_g = false;
         for path in files {
-            let info = scan_log_file(&path, i, g, n, pepoch.epoch, &voids, &mut stale_max)?;
+            let info = scan_log_file(
+                &path,
+                i,
+                (g, n),
+                pepoch.epoch,
+                &voids,
+                &mut stale_max,
+                bodies,
+            )?;
             if let Some(gen) = info.generation {
                 if !gens.insert(gen) {
                     return Err(corrupt(
@@ -211,22 +235,75 @@ pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
     })
 }
 
+/// Read and check the header of the block at `at`, which must end by
+/// `limit`. The outer error is I/O; the inner one names the damage.
+fn header_at(
+    f: &File,
+    at: u64,
+    limit: u64,
+    magic: u32,
+) -> io::Result<Result<BlockHeader, &'static str>> {
+    if limit - at < BLOCK_HEADER as u64 {
+        return Ok(Err("truncated block header"));
+    }
+    let mut h = [0u8; BLOCK_HEADER];
+    f.read_exact_at(&mut h, at)?;
+    let Some(h) = BlockHeader::decode(&h, magic) else {
+        return Ok(Err("bad block header (magic or checksum)"));
+    };
+    if limit - at - (BLOCK_HEADER as u64) < u64::from(h.len) {
+        return Ok(Err("truncated block payload"));
+    }
+    Ok(Ok(h))
+}
+
+/// Read the body of the block at `at` (whose header is `h`) into `buf`
+/// and check it against the header's checksum.
+fn body_at<'b>(
+    f: &File,
+    at: u64,
+    h: &BlockHeader,
+    buf: &'b mut Vec<u8>,
+) -> io::Result<Result<&'b [u8], &'static str>> {
+    let n = h.len as usize;
+    if buf.len() < n {
+        buf.resize(n, 0);
+    }
+    let body = &mut buf[..n];
+    f.read_exact_at(body, at + BLOCK_HEADER as u64)?;
+    if format::crc(body) != h.body_crc {
+        return Ok(Err("block payload checksum mismatch"));
+    }
+    Ok(Ok(body))
+}
+
+/// Scan one log file: its header, then the blocks of its durable prefix
+/// (`durable` is the logger's pepoch position: generation g, length n).
+/// Blocks are read header by header; with `bodies`, every body is read
+/// and checked too.
 fn scan_log_file(
     path: &Path,
     logger: usize,
-    g: u64,
-    n: u64,
+    durable: (u64, u64),
     ep: u64,
     voids: &[(u64, u64)],
     stale_max: &mut Option<u64>,
+    bodies: bool,
 ) -> Result<LogFileInfo, Error> {
-    let b = fs::read(path).map_err(|e| Error::storage("read", path, e))?;
+    let io = |what: &str, e: io::Error| Error::storage(what, path, e);
+    let (g, n) = durable;
+    let f = File::open(path).map_err(|e| io("open", e))?;
+    let size = f.metadata().map_err(|e| io("stat", e))?.len();
+    let mut head = [0u8; LOG_FILE_HEADER];
+    let head_len = (size as usize).min(LOG_FILE_HEADER);
+    f.read_exact_at(&mut head[..head_len], 0)
+        .map_err(|e| io("read", e))?;
     let is_current = path.file_name().is_some_and(|f| f == CURRENT_LOG);
     let mut info = LogFileInfo {
         path: path.to_path_buf(),
         logger,
         generation: None,
-        bytes: b.len() as u64,
+        bytes: size,
         durable_len: 0,
         blocks: 0,
         records: 0,
@@ -234,8 +311,9 @@ fn scan_log_file(
         max_epoch: None,
         blocks_beyond_pepoch: 0,
         tail: None,
+        index: Vec::new(),
     };
-    let Some((lg, gen)) = format::decode_log_file_header(&b) else {
+    let Some((lg, gen)) = format::decode_log_file_header(&head[..head_len]) else {
         if is_current {
             // A file whose creation did not finish: never referenced.
             info.tail = Some("damaged or unfinished file header (whole file is tail)".into());
@@ -252,13 +330,13 @@ fn scan_log_file(
     }
     info.generation = Some(gen);
     let prefix = match gen.cmp(&g) {
-        std::cmp::Ordering::Less => b.len() as u64,
+        std::cmp::Ordering::Less => size,
         std::cmp::Ordering::Equal => {
-            if (b.len() as u64) < n {
+            if size < n {
                 return Err(corrupt(
                     path,
-                    b.len() as u64,
-                    format!("durable prefix is {n} bytes but the file has {}", b.len()),
+                    size,
+                    format!("durable prefix is {n} bytes but the file has {size}"),
                 ));
             }
             n
@@ -269,42 +347,38 @@ fn scan_log_file(
             ));
             return Ok(info);
         }
-    } as usize;
-    let mut at = LOG_FILE_HEADER;
+    };
+    let damaged = |at: u64, w: &str| corrupt(path, at, format!("{w} inside the durable prefix"));
+    let mut buf = Vec::new();
+    let mut at = LOG_FILE_HEADER as u64;
     while at < prefix {
-        match format::read_block(&b[..prefix], at, BLOCK_MAGIC_LOG) {
-            BlockRead::Block(h, body) => {
-                let txns = format::decode_log_payload(body, |_, _| {})
-                    .map_err(|w| corrupt(path, at as u64, w))?;
-                if txns != h.count {
-                    return Err(corrupt(path, at as u64, "block transaction count mismatch"));
-                }
-                info.blocks += 1;
-                info.records += txns as u64;
-                info.min_epoch = Some(info.min_epoch.map_or(h.epoch, |m| m.min(h.epoch)));
-                info.max_epoch = Some(info.max_epoch.map_or(h.epoch, |m| m.max(h.epoch)));
-                if h.epoch > ep && !is_void(voids, h.epoch) {
-                    info.blocks_beyond_pepoch += 1;
-                    *stale_max = Some(stale_max.map_or(h.epoch, |m: u64| m.max(h.epoch)));
-                }
-                at += format::BLOCK_HEADER + h.len as usize;
-            }
-            BlockRead::End => break,
-            BlockRead::Bad(w) => {
-                return Err(corrupt(
-                    path,
-                    at as u64,
-                    format!("{w} inside the durable prefix"),
-                ));
+        let h = header_at(&f, at, prefix, BLOCK_MAGIC_LOG)
+            .map_err(|e| io("read", e))?
+            .map_err(|w| damaged(at, w))?;
+        if bodies {
+            let body = body_at(&f, at, &h, &mut buf)
+                .map_err(|e| io("read", e))?
+                .map_err(|w| damaged(at, w))?;
+            let txns =
+                format::decode_log_payload(body, |_, _| {}).map_err(|w| corrupt(path, at, w))?;
+            if txns != h.count {
+                return Err(corrupt(path, at, "block transaction count mismatch"));
             }
         }
+        info.blocks += 1;
+        info.records += u64::from(h.count);
+        info.min_epoch = Some(info.min_epoch.map_or(h.epoch, |m| m.min(h.epoch)));
+        info.max_epoch = Some(info.max_epoch.map_or(h.epoch, |m| m.max(h.epoch)));
+        if h.epoch > ep && !is_void(voids, h.epoch) {
+            info.blocks_beyond_pepoch += 1;
+            *stale_max = Some(stale_max.map_or(h.epoch, |m: u64| m.max(h.epoch)));
+        }
+        info.index.push((at, h));
+        at += (BLOCK_HEADER as u64) + u64::from(h.len);
     }
-    info.durable_len = prefix as u64;
-    if (b.len() as u64) > prefix as u64 {
-        info.tail = Some(format!(
-            "{} bytes past the durable prefix",
-            b.len() - prefix
-        ));
+    info.durable_len = prefix;
+    if size > prefix {
+        info.tail = Some(format!("{} bytes past the durable prefix", size - prefix));
     }
     Ok(info)
 }
@@ -321,6 +395,58 @@ pub struct RecoveryStats {
     pub checkpoint_seconds: f64,
     pub log_seconds: f64,
     pub threads: usize,
+    /// Tables a replayed log record deleted from (swept of tombstones).
+    pub tables_with_deletes: Vec<u32>,
+}
+
+impl DirInfo {
+    /// The log blocks recovery replays, as (index into `logs`, offset,
+    /// header): those of epoch e_l ≤ e ≤ e_p that are not void, newest
+    /// epoch first (SiloR §5.2: most keys' final versions then arrive
+    /// first, and older ones are skipped without being copied).
+    fn replay_blocks(&self) -> Vec<(usize, u64, BlockHeader)> {
+        let low = self.checkpoint().map_or(0, |(_, m)| m.low);
+        let ep = self.pepoch.epoch;
+        let mut v: Vec<(usize, u64, BlockHeader)> = self
+            .logs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| f.index.iter().map(move |&(at, h)| (i, at, h)))
+            .filter(|(_, _, h)| h.epoch >= low && h.epoch <= ep && !is_void(&self.voids, h.epoch))
+            .collect();
+        v.sort_by_key(|&(i, at, h)| (std::cmp::Reverse(h.epoch), i, at));
+        v
+    }
+
+    /// The byte ranges recovery reads, as (file, offset, length): every
+    /// checkpoint file whole, and each replayed run of log blocks. (Block
+    /// headers of the durable prefix are read too: 32 bytes a block.)
+    pub fn recovery_reads(&self) -> Vec<(PathBuf, u64, u64)> {
+        let mut out = Vec::new();
+        if let Some((path, m)) = self.checkpoint() {
+            for (i, f) in m.files.iter().enumerate() {
+                out.push((path.join(format::ckpt_part_name(i)), 0, f.0));
+            }
+        }
+        let mut blocks = self.replay_blocks();
+        blocks.sort_by_key(|&(i, at, _)| (i, at));
+        let mut run: Option<(usize, u64, u64)> = None;
+        for (i, at, h) in blocks {
+            let len = BLOCK_HEADER as u64 + u64::from(h.len);
+            run = match run {
+                Some((ri, start, end)) if ri == i && end == at => Some((ri, start, at + len)),
+                Some((ri, start, end)) => {
+                    out.push((self.logs[ri].path.clone(), start, end - start));
+                    Some((i, at, at + len))
+                }
+                None => Some((i, at, at + len)),
+            };
+        }
+        if let Some((ri, start, end)) = run {
+            out.push((self.logs[ri].path.clone(), start, end - start));
+        }
+        out
+    }
 }
 
 /// Load `info` into `db` (whose tables exist, in catalog order) with
@@ -337,54 +463,68 @@ pub(crate) fn replay(
         ..RecoveryStats::default()
     };
     let t0 = std::time::Instant::now();
-    let low = match info.checkpoint() {
-        Some((path, m)) => {
-            stats.checkpoint_low = Some(m.low);
-            let parts: Vec<PathBuf> = (0..m.files.len())
-                .map(|i| path.join(format::ckpt_part_name(i)))
-                .collect();
-            let (bytes, records) =
-                parallel(db, threads, &parts, |w, p, i| load_part(w, p, m.files[i]))?;
-            stats.checkpoint_bytes = bytes;
-            stats.checkpoint_records = records;
-            m.low
-        }
-        None => 0,
-    };
+    if let Some((path, m)) = info.checkpoint() {
+        stats.checkpoint_low = Some(m.low);
+        let parts: Vec<PathBuf> = (0..m.files.len())
+            .map(|i| path.join(format::ckpt_part_name(i)))
+            .collect();
+        let (bytes, records) = parallel(
+            db,
+            threads,
+            parts.len(),
+            |w, _: &mut Vec<Option<File>>, buf, i| load_part(w, &parts[i], m.files[i], buf),
+        )?;
+        stats.checkpoint_bytes = bytes;
+        stats.checkpoint_records = records;
+    }
     stats.checkpoint_seconds = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    // Newest files first (SiloR §5.2): most keys' final versions arrive
-    // first, and older ones are then skipped without being copied.
-    let mut files: Vec<&LogFileInfo> = info
-        .logs
-        .iter()
-        .filter(|f| f.durable_len > LOG_FILE_HEADER as u64 && f.max_epoch.is_some_and(|e| e >= low))
-        .collect();
-    files.sort_by_key(|f| std::cmp::Reverse(f.max_epoch));
-    let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
-    let ep = info.pepoch.epoch;
-    let (bytes, applied) = parallel(db, threads, &paths, |w, p, i| {
-        replay_log(w, p, files[i].durable_len as usize, low, ep, &info.voids)
+    let blocks = info.replay_blocks();
+    // Which tables replayed a delete, so only they are swept of tombstones
+    // (checkpoints hold no absent records).
+    let deleted: Vec<AtomicBool> = info.tables.iter().map(|_| AtomicBool::new(false)).collect();
+    let (bytes, applied) = parallel(db, threads, blocks.len(), |w, files, buf, j| {
+        let (i, at, h) = blocks[j];
+        let block = Block {
+            path: &info.logs[i].path,
+            file: i,
+            at,
+            h: &h,
+        };
+        replay_block(w, &block, files, buf, &deleted)
     })?;
+    stats.tables_with_deletes = deleted
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.load(Ordering::Relaxed))
+        .map(|(t, _)| t as u32)
+        .collect();
     stats.log_bytes = bytes;
     stats.log_records_applied = applied;
     stats.log_seconds = t1.elapsed().as_secs_f64();
     Ok(stats)
 }
 
-/// Run `f(worker, path, index)` over `paths` on `threads` threads; sums
-/// the `(bytes, records)` they return.
+/// Run `f(worker, files, buffer, i)` for every `i < n` on `threads`
+/// threads, each with its own worker, open-file cache and read buffer;
+/// sums the `(bytes, records)` they return.
 fn parallel(
     db: &Database,
     threads: usize,
-    paths: &[PathBuf],
-    f: impl Fn(&mut crate::Worker, &Path, usize) -> Result<(u64, u64), Error> + Sync,
+    n: usize,
+    f: impl Fn(
+            &mut crate::Worker,
+            &mut Vec<Option<File>>,
+            &mut Vec<u8>,
+            usize,
+        ) -> Result<(u64, u64), Error>
+        + Sync,
 ) -> Result<(u64, u64), Error> {
     let next = AtomicUsize::new(0);
     let first_err: Mutex<Option<Error>> = Mutex::new(None);
     let totals = Mutex::new((0u64, 0u64));
     std::thread::scope(|s| {
-        for _ in 0..threads.min(paths.len()) {
+        for _ in 0..threads.min(n) {
             s.spawn(|| {
                 let mut w = match db.worker() {
                     Ok(w) => w,
@@ -393,23 +533,27 @@ fn parallel(
                         return;
                     }
                 };
+                let (mut files, mut buf) = (Vec::new(), Vec::new());
+                let mut sum = (0, 0);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= paths.len() || first_err.lock().expect("lock").is_some() {
-                        return;
+                    if i >= n || first_err.lock().expect("lock").is_some() {
+                        break;
                     }
-                    match f(&mut w, &paths[i], i) {
+                    match f(&mut w, &mut files, &mut buf, i) {
                         Ok((b, r)) => {
-                            let mut t = totals.lock().expect("lock");
-                            t.0 += b;
-                            t.1 += r;
+                            sum.0 += b;
+                            sum.1 += r;
                         }
                         Err(e) => {
                             first_err.lock().expect("lock").get_or_insert(e);
-                            return;
+                            break;
                         }
                     }
                 }
+                let mut t = totals.lock().expect("lock");
+                t.0 += sum.0;
+                t.1 += sum.1;
             });
         }
     });
@@ -419,66 +563,70 @@ fn parallel(
     Ok(totals.into_inner().expect("lock"))
 }
 
-fn table_id(path: &Path, at: usize, t: u32, w: &crate::Worker) -> Result<TableId, Error> {
+fn table_id(path: &Path, at: u64, t: u32, w: &crate::Worker) -> Result<TableId, Error> {
     let id = TableId(t);
     w.shared
         .table(id)
         .map(|_| id)
-        .map_err(|_| corrupt(path, at as u64, format!("record for unknown table {t}")))
+        .map_err(|_| corrupt(path, at, format!("record for unknown table {t}")))
 }
 
+/// Load one checkpoint file, block by block through `buf`.
 fn load_part(
     w: &mut crate::Worker,
     path: &Path,
     expect: (u64, u64, u64),
+    buf: &mut Vec<u8>,
 ) -> Result<(u64, u64), Error> {
-    fp("recover-read").map_err(|e| Error::storage("read", path, e))?;
-    let b = fs::read(path).map_err(|e| Error::storage("read", path, e))?;
-    if b.len() as u64 != expect.0 {
+    let io = |what: &str, e: io::Error| Error::storage(what, path, e);
+    fp("recover-read").map_err(|e| io("read", e))?;
+    let f = File::open(path).map_err(|e| io("open", e))?;
+    let size = f.metadata().map_err(|e| io("stat", e))?.len();
+    if size != expect.0 {
         return Err(corrupt(
             path,
-            b.len() as u64,
+            size,
             format!(
-                "checkpoint file is {} bytes; its manifest says {}",
-                b.len(),
+                "checkpoint file is {size} bytes; its manifest says {}",
                 expect.0
             ),
         ));
     }
-    let mut at = 0;
+    let mut at = 0u64;
     let mut records = 0u64;
     let mut blocks = 0u64;
-    loop {
-        match format::read_block(&b, at, BLOCK_MAGIC_CKPT) {
-            BlockRead::Block(h, body) => {
-                let mut bad = None;
-                let mut n = 0;
-                w.pin();
-                let decoded = format::decode_ckpt_payload(body, |t, k, tid, v| {
-                    if bad.is_some() {
-                        return;
-                    }
-                    match table_id(path, at, t, w) {
-                        Ok(id) => w.recover_put(id, k, Tid(tid).id(), Some(v)),
-                        Err(e) => bad = Some(e),
-                    }
-                    n += 1;
-                });
-                w.unpin();
-                decoded.map_err(|m| corrupt(path, at as u64, m))?;
-                if let Some(e) = bad {
-                    return Err(e);
-                }
-                if n != h.count {
-                    return Err(corrupt(path, at as u64, "block record count mismatch"));
-                }
-                records += n as u64;
-                blocks += 1;
-                at += format::BLOCK_HEADER + h.len as usize;
+    while at < size {
+        let h = header_at(&f, at, size, BLOCK_MAGIC_CKPT)
+            .map_err(|e| io("read", e))?
+            .map_err(|m| corrupt(path, at, m))?;
+        let body = body_at(&f, at, &h, buf)
+            .map_err(|e| io("read", e))?
+            .map_err(|m| corrupt(path, at, m))?;
+        let mut bad = None;
+        let mut n = 0;
+        w.pin();
+        let decoded = format::decode_ckpt_payload(body, |t, k, tid, v| {
+            if bad.is_some() {
+                return;
             }
-            BlockRead::End => break,
-            BlockRead::Bad(m) => return Err(corrupt(path, at as u64, m)),
+            match table_id(path, at, t, w) {
+                // Checkpointed keys are mostly new to the tree.
+                Ok(id) => w.recover_put(id, k, Tid(tid).id(), Some(v), true),
+                Err(e) => bad = Some(e),
+            }
+            n += 1;
+        });
+        w.unpin();
+        decoded.map_err(|m| corrupt(path, at, m))?;
+        if let Some(e) = bad {
+            return Err(e);
         }
+        if n != h.count {
+            return Err(corrupt(path, at, "block record count mismatch"));
+        }
+        records += u64::from(n);
+        blocks += 1;
+        at += BLOCK_HEADER as u64 + u64::from(h.len);
     }
     if (blocks, records) != (expect.1, expect.2) {
         return Err(corrupt(
@@ -487,62 +635,69 @@ fn load_part(
             "checkpoint file holds fewer blocks or records than its manifest says",
         ));
     }
-    Ok((b.len() as u64, records))
+    Ok((size, records))
 }
 
-fn replay_log(
+/// A log block to replay: file `file` of the scan (at `path`), at offset
+/// `at`, whose header `h` the scan checked.
+struct Block<'a> {
+    path: &'a Path,
+    file: usize,
+    at: u64,
+    h: &'a BlockHeader,
+}
+
+/// Replay one log block; its body is read and checked here. Marks in
+/// `deleted` the tables it deletes from.
+fn replay_block(
     w: &mut crate::Worker,
-    path: &Path,
-    prefix: usize,
-    low: u64,
-    high: u64,
-    voids: &[(u64, u64)],
+    b: &Block<'_>,
+    files: &mut Vec<Option<File>>,
+    buf: &mut Vec<u8>,
+    deleted: &[AtomicBool],
 ) -> Result<(u64, u64), Error> {
-    fp("recover-read").map_err(|e| Error::storage("read", path, e))?;
-    let b = fs::read(path).map_err(|e| Error::storage("read", path, e))?;
-    if b.len() < prefix {
-        return Err(corrupt(
-            path,
-            b.len() as u64,
-            "log file shrank during recovery",
-        ));
+    let (path, at, h) = (b.path, b.at, b.h);
+    let io = |what: &str, e: io::Error| Error::storage(what, path, e);
+    if files.len() <= b.file {
+        files.resize_with(b.file + 1, || None);
     }
-    let mut at = LOG_FILE_HEADER;
-    let mut applied = 0u64;
-    while at < prefix {
-        // The scan verified every checksum of this prefix, and the
-        // directory is locked: headers are still checked, bodies not again.
-        let BlockRead::Block(h, body) =
-            format::read_block_checked(&b[..prefix], at, BLOCK_MAGIC_LOG, false)
-        else {
-            return Err(corrupt(
-                path,
-                at as u64,
-                "log block changed during recovery",
-            ));
-        };
-        if h.epoch >= low && h.epoch <= high && !is_void(voids, h.epoch) {
-            let mut bad = None;
-            w.pin();
-            let decoded = format::decode_log_payload(body, |tid, wr| {
-                if bad.is_some() {
-                    return;
-                }
-                match table_id(path, at, wr.table, w) {
-                    Ok(id) => w.recover_put(id, wr.key, Tid(tid).id(), wr.value),
-                    Err(e) => bad = Some(e),
-                }
-                applied += 1;
-            });
-            w.unpin();
-            decoded.map_err(|m| corrupt(path, at as u64, m))?;
-            if let Some(e) = bad {
-                return Err(e);
-            }
+    let f = match &mut files[b.file] {
+        Some(f) => f,
+        slot => {
+            fp("recover-read").map_err(|e| io("read", e))?;
+            slot.insert(File::open(path).map_err(|e| io("open", e))?)
         }
-        at += format::BLOCK_HEADER + h.len as usize;
+    };
+    let body = body_at(f, at, h, buf)
+        .map_err(|e| io("read", e))?
+        .map_err(|m| corrupt(path, at, format!("{m} inside the durable prefix")))?;
+    let mut bad = None;
+    let mut applied = 0u64;
+    w.pin();
+    let decoded = format::decode_log_payload(body, |tid, wr| {
+        if bad.is_some() {
+            return;
+        }
+        match table_id(path, at, wr.table, w) {
+            Ok(id) => {
+                if let (None, Some(d)) = (wr.value, deleted.get(wr.table as usize)) {
+                    d.store(true, Ordering::Relaxed);
+                }
+                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, false);
+            }
+            Err(e) => bad = Some(e),
+        }
+        applied += 1;
+    });
+    w.unpin();
+    let txns = decoded.map_err(|m| corrupt(path, at, m))?;
+    if let Some(e) = bad {
+        return Err(e);
     }
-    Ok((prefix as u64, applied))
+    if txns != h.count {
+        return Err(corrupt(path, at, "block transaction count mismatch"));
+    }
+    Ok((BLOCK_HEADER as u64 + u64::from(h.len), applied))
 }
 
 /// After replay: drop the tail and void the stale epochs, so new epochs
