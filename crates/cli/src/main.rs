@@ -78,6 +78,13 @@ enum Bench {
 }
 
 fn main() {
+    // Stop quietly when stdout is a closed pipe (`granary inspect DIR |
+    // head`), as Unix tools do, instead of panicking in `println!`.
+    // SAFETY: restoring the default disposition of a signal, before any
+    // thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Bench(Bench::Ycsb(a)) => ycsb::run(a).map(|_| ()),

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use granary::{Database, Error, Options, TableId, Tx, TxError, TxRunner};
+use granary::{Error, Options, TableId, Tx, TxError, TxRunner};
 use granary_workloads::driver::{
     self, run_until_committed, DriverConfig, Exec, RunReport, Workload,
 };
@@ -97,6 +97,8 @@ pub struct YcsbArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub durable: crate::bench::DurableArgs,
 }
 
 /// The JSON result. Top-level `throughput_txn_per_s` / `aborts_per_s` are the
@@ -177,6 +179,12 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     if args.runs == 0 || args.engine.is_empty() {
         return Err("need --runs ≥ 1 and at least one --engine".into());
     }
+    if args.durable.durable.is_some() && args.engine.contains(&Engine::Kv) {
+        return Err(
+            "--durable runs the silo engine only: kv's non-transactional writes are not logged"
+                .into(),
+        );
+    }
     let seed = args.seed.unwrap_or_else(fresh_seed);
     eprintln!(
         "ycsb: engines={:?} threads={} keys={} value={}B read={}% global_tid={} snapshots={} always_versions={} runs={} seed={seed}",
@@ -200,7 +208,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             Some(250)
         })
         .max_workers(args.threads + 8);
-    let db = Database::new(opts).map_err(|e| e.to_string())?;
+    let db = args.durable.open(opts)?;
 
     let check = !args.engine.contains(&Engine::Kv);
     if !check {
@@ -258,6 +266,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
                 m.abort_reasons
             );
             crate::bench::print_details(&m.result, check);
+            crate::bench::print_durability(&m.result);
             runs.push(m);
         }
     }

@@ -175,3 +175,49 @@ fn bad_flags_are_refused() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
 }
+
+#[test]
+fn durable_run_logs_reports_and_recovers() {
+    let dir = scratch("durable");
+    let db = dir.join("db");
+    let json = dir.join("ycsb.json");
+    let o = granary(&[
+        "bench",
+        "ycsb",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--keys",
+        "5000",
+        "--durable",
+        db.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("durable commit latency µs: p50 "), "{out}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &doc["runs"][0]["result"];
+    assert!(number(run, "durability.durable_latency_us.samples") > 0.0);
+    assert!(number(run, "durability.log_mb_per_s") > 0.0);
+
+    // The directory it leaves recovers.
+    let o = granary(&["bench", "recover", db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    // kv is not logged: asking for both is refused with a clear message.
+    let o = granary(&[
+        "bench",
+        "ycsb",
+        "--engine",
+        "silo,kv",
+        "--durable",
+        dir.join("db2").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--durable runs the silo engine only"));
+}
