@@ -7,33 +7,13 @@ use std::time::Duration;
 
 use granary::{Database, Error, Options};
 
+mod common;
+use common::TempDir;
+
 fn opts() -> Options {
     Options::default()
         .epoch_interval(Duration::from_millis(2))
         .recovery_threads(2)
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "granary-test-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn dump(db: &Database) -> Vec<(String, Vec<u8>, Vec<u8>)> {

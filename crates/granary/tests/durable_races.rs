@@ -5,31 +5,13 @@
 //! * a reopened database must start its epochs after everything it
 //!   recovered, even while the epoch thread is ticking.
 
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use granary::{Database, Options};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "granary-test-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::TempDir;
 
 /// Run `f` on a thread; fail (instead of hanging) if it takes too long.
 fn within(limit: Duration, what: &str, f: impl FnOnce() + Send + 'static) {
@@ -54,7 +36,7 @@ fn commit_many(buffers: usize, loggers: usize, wait: bool) {
         .loggers(loggers)
         .log_buffers_per_worker(buffers)
         .wait_for_durable(wait);
-    let db = Database::open(&dir.0, opts.clone()).unwrap();
+    let db = Database::open(dir.path(), opts.clone()).unwrap();
     let t = db.open_table("t").unwrap();
     std::thread::scope(|s| {
         for k in 0..2u64 {
@@ -73,7 +55,7 @@ fn commit_many(buffers: usize, loggers: usize, wait: bool) {
         }
     });
     drop(db);
-    drop(Database::open(&dir.0, opts).unwrap());
+    drop(Database::open(dir.path(), opts).unwrap());
 }
 
 #[test]
@@ -120,7 +102,7 @@ fn reopen_starts_after_the_durable_epoch() {
             .epoch_interval(Duration::from_millis(1))
             .max_workers(1 << 16);
         {
-            let db = Database::open(&dir.0, opts.clone()).unwrap();
+            let db = Database::open(dir.path(), opts.clone()).unwrap();
             let t = db.open_table("t").unwrap();
             let mut w = db.worker().unwrap();
             let start = std::time::Instant::now();
@@ -132,7 +114,7 @@ fn reopen_starts_after_the_durable_epoch() {
             db.checkpoint().unwrap();
         }
         for round in 0..5u32 {
-            let db = Database::open(&dir.0, opts.clone()).unwrap();
+            let db = Database::open(dir.path(), opts.clone()).unwrap();
             let (e, ep) = (db.epoch(), db.durable_epoch().unwrap());
             let t = db.table("t").unwrap();
             let key = format!("new-{round}");
@@ -141,7 +123,7 @@ fn reopen_starts_after_the_durable_epoch() {
                 .run(|tx| tx.put(t, key.as_bytes(), b"v"))
                 .unwrap();
             drop(db);
-            let db = Database::open(&dir.0, opts.clone()).unwrap();
+            let db = Database::open(dir.path(), opts.clone()).unwrap();
             let got = db
                 .worker()
                 .unwrap()

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 use granary::{CommitToken, Database, Error, Options, TableId};
 
+mod common;
+use common::TempDir;
+
 const ACCOUNTS: u8 = 8;
 const INITIAL: i64 = 1000;
 const NONE: u64 = u64::MAX;
@@ -33,49 +36,11 @@ const DEADLINE: Duration = Duration::from_secs(15);
 
 // ---------------------------------------------------------------- helpers
 
-/// The run's seed: `GRANARY_SEED` if set, else fresh. Printed, so any
-/// failure can be replayed.
-fn seed() -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed = {s} (replay with GRANARY_SEED={s})");
-    s
-}
-
 fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^ (x >> 31)
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "granary-fp-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn opts(loggers: usize) -> Options {
@@ -897,7 +862,7 @@ const RUNTIME: &[(&str, &[u32])] = &[
 #[test]
 fn runtime_failpoints_poison_and_recover_a_prefix() {
     let scenario = fail::FailScenario::setup();
-    let mut cases = Cases::new(seed());
+    let mut cases = Cases::new(common::seed("failpoints"));
     let seed = cases.seed;
     let mut n = 0;
     for (point, hits) in RUNTIME {
@@ -917,7 +882,7 @@ fn runtime_failpoints_poison_and_recover_a_prefix() {
 #[test]
 fn periodic_checkpoint_failures_poison() {
     let scenario = fail::FailScenario::setup();
-    let mut cases = Cases::new(seed());
+    let mut cases = Cases::new(common::seed("failpoints"));
     let seed = cases.seed;
     for point in [
         "ckpt-mkdir",
@@ -986,7 +951,7 @@ const OPEN: &[(&str, &[u32], usize)] = &[
 #[test]
 fn open_time_failpoints_fail_open_and_lose_nothing() {
     let scenario = fail::FailScenario::setup();
-    let mut cases = Cases::new(seed());
+    let mut cases = Cases::new(common::seed("failpoints"));
     let seed = cases.seed;
     for (point, hits, loggers) in OPEN {
         for &hit in *hits {
@@ -1129,7 +1094,7 @@ const DIRTY: &[&str] = &[
 #[test]
 fn recovery_failpoints_on_dirty_directories() {
     let scenario = fail::FailScenario::setup();
-    let mut cases = Cases::new(seed());
+    let mut cases = Cases::new(common::seed("failpoints"));
     let seed = cases.seed;
 
     // A tail to truncate: log bytes written but never synced.
@@ -1205,7 +1170,7 @@ fn recovery_failpoints_on_dirty_directories() {
 #[test]
 fn storage_faults_acknowledge_nothing_more() {
     let scenario = fail::FailScenario::setup();
-    let mut cases = Cases::new(seed());
+    let mut cases = Cases::new(common::seed("failpoints"));
     for point in ["log-write", "log-fsync", "pepoch-write", "pepoch-fsync"] {
         for loggers in [1, 2] {
             let ctx = format!("{point}, {loggers} logger(s), wait_for_durable(false)");
@@ -1323,7 +1288,7 @@ fn nothing_more(point: &str, loggers: usize, ctx: &str) {
 #[test]
 fn checkpoint_in_flight_stops_at_poison() {
     let scenario = fail::FailScenario::setup();
-    let mut cases = Cases::new(seed());
+    let mut cases = Cases::new(common::seed("failpoints"));
     cases.case("log-fsync while ckpt-write is busy", || {
         let dir = TempDir::new("ckpt-in-flight");
         let db = Database::open(dir.path(), opts(1).checkpoint_threads(1)).unwrap();

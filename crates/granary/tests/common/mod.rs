@@ -1,6 +1,8 @@
-//! Shared helpers for the scenario tests: seeds and a small PRNG.
+//! Shared helpers for the scenario tests: seeds, a small PRNG and
+//! scratch directories.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use granary::{Database, Options};
@@ -61,4 +63,30 @@ pub fn enc(x: u64) -> [u8; 8] {
 
 pub fn dec(b: &[u8]) -> u64 {
     u64::from_be_bytes(b.try_into().expect("8-byte value"))
+}
+
+/// A scratch directory under the system temp dir, unique per process and
+/// thread, removed (with its contents) when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "granary-test-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
