@@ -98,6 +98,17 @@ impl DurableArgs {
     }
 }
 
+/// Print a durable database's logging counters (load and run together):
+/// waits for a free log buffer mean the loggers did not keep up.
+pub(crate) fn print_logging(db: &Database) {
+    if let Some(s) = db.durability_stats() {
+        println!(
+            "  logging (load and run): {} blocks, {} fsyncs, {} waits for a free log buffer, {} checkpoints",
+            s.log_blocks, s.log_syncs, s.buffer_waits, s.checkpoints
+        );
+    }
+}
+
 /// Print what a durable run measured.
 pub(crate) fn print_durability(r: &RunReport) {
     if let Some(d) = &r.durability {
@@ -221,6 +232,7 @@ pub(crate) fn drive<W: Workload, C: Serialize>(
         .map_err(|e| format!("run failed: {e}"))?;
     pb.finish_and_clear();
     print_report(name, c.threads, &r);
+    print_logging(&db);
     if let Some(p) = &c.json {
         write_json(
             p,

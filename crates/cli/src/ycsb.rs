@@ -300,6 +300,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             per_engine[1].throughput_txn_per_s / per_engine[0].throughput_txn_per_s
         );
     }
+    crate::bench::print_logging(&db);
     let violations: usize = runs
         .iter()
         .map(|m| m.result.invariant_violations.len())
