@@ -33,6 +33,22 @@ pub trait Tx {
     /// A conflict, or a typed error for bad input.
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError>;
 
+    /// As [`Tx::get`], but the value may be cut to its first `max_bytes`
+    /// (Silo's `max_bytes_read`), for callers that need only a leading
+    /// field. It is the same read for concurrency control; an engine may
+    /// simply copy less. The default reads the whole value and cuts it.
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    fn get_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        Ok(self.get(t, key)?.map(|v| &v[..v.len().min(max_bytes)]))
+    }
+
     /// Write `key → value`, inserting the key if absent.
     ///
     /// # Errors
@@ -78,6 +94,20 @@ pub trait ReadOnly {
     /// As [`Tx::get`].
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError>;
 
+    /// As [`Tx::get_prefix`]. The default reads the whole value and cuts
+    /// it.
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    fn read_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        Ok(self.read(t, key)?.map(|v| &v[..v.len().min(max_bytes)]))
+    }
+
     /// As [`Tx::scan`], with a `dyn` visitor.
     ///
     /// # Errors
@@ -96,6 +126,15 @@ pub trait ReadOnly {
 impl<T: Tx> ReadOnly for T {
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         self.get(t, key)
+    }
+
+    fn read_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        self.get_prefix(t, key, max_bytes)
     }
 
     fn read_range(
@@ -330,6 +369,16 @@ impl Tx for Transaction<'_> {
     }
 
     #[inline]
+    fn get_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        Transaction::get_prefix(self, t, key, max_bytes)
+    }
+
+    #[inline]
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         Transaction::put(self, t, key, value)
     }
@@ -483,6 +532,16 @@ impl Tx for Session<'_> {
     #[inline]
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         self.tx.get(t, key)
+    }
+
+    #[inline]
+    fn get_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        self.tx.get_prefix(t, key, max_bytes)
     }
 
     #[inline]

@@ -234,6 +234,8 @@ pub struct TpccThread {
     buf: Vec<u8>,
     /// Scratch for new-order's items.
     items: Vec<(u32, u32, u8)>,
+    /// Scratch for the customer ids sharing a last name.
+    ids: Vec<u32>,
 }
 
 /// The constants C of NURand (clause 2.1.6): one set for the run; the
@@ -264,9 +266,15 @@ const SYLLABLES: [&str; 10] = [
 /// The customer last name for number `n` in 0..=999 (clause 4.3.2.3).
 pub fn last_name(n: u32, out: &mut Vec<u8>) {
     out.clear();
-    for d in [n / 100, (n / 10) % 10, n % 10] {
-        out.extend_from_slice(SYLLABLES[d as usize].as_bytes());
-    }
+    out.extend_from_slice(last_name_str(n).as_bytes());
+}
+
+/// As [`last_name`], as a fixed-width field (three syllables are at most
+/// 15 bytes): no allocation in the transactions that pick customers by
+/// name.
+pub fn last_name_str(n: u32) -> rows::Str<16> {
+    let s = |d: u32| SYLLABLES[d as usize].as_bytes();
+    rows::Str::concat(&[s(n / 100), s((n / 10) % 10), s(n % 10)])
 }
 
 /// Random alphanumeric string of length in `[lo, hi]`.

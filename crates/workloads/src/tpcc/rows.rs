@@ -46,6 +46,20 @@ impl<const N: usize> Str<N> {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
+
+    /// `parts` one after another, truncated to the field's width, without
+    /// an intermediate buffer.
+    pub fn concat(parts: &[&[u8]]) -> Self {
+        let mut s = Str::default();
+        let mut n = 0;
+        for p in parts {
+            let k = p.len().min(N - n);
+            s.bytes[n..n + k].copy_from_slice(&p[..k]);
+            n += k;
+        }
+        s.len = n as u16;
+        s
+    }
 }
 
 /// A field of a fixed-layout row.
@@ -239,6 +253,10 @@ row!(
 );
 
 impl Stock {
+    /// The bytes [`Stock::quantity_of`] needs: S_QUANTITY is the first
+    /// field.
+    pub const QUANTITY_BYTES: usize = std::mem::size_of::<u32>();
+
     /// S_QUANTITY alone (the first field), without decoding the row:
     /// stock-level reads ~200 stock rows and needs nothing else.
     ///

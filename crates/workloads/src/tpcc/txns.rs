@@ -11,8 +11,9 @@ use super::rows::{
     Warehouse,
 };
 use super::{
-    last_name, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID, C_LAST_RUN,
-    C_OL_I_ID, DELIVERY, DISTRICTS, NEW_ORDER, ORDER_STATUS, PAYMENT, STOCK_LEVEL, TYPES,
+    last_name_str, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID,
+    C_LAST_RUN, C_OL_I_ID, DELIVERY, DISTRICTS, NEW_ORDER, ORDER_STATUS, PAYMENT, STOCK_LEVEL,
+    TYPES,
 };
 use crate::driver::{Exec, Workload};
 use crate::rng::Rng;
@@ -60,24 +61,26 @@ fn edge_id<T: Tx>(
 #[derive(Clone, Debug)]
 enum CustomerSel {
     Id(u32),
-    Last(Vec<u8>),
+    Last(Str<16>),
 }
 
 /// Resolve a customer by last name: the one at position ⌈n/2⌉ of those
-/// with that name, sorted by first name (the index's order).
+/// with that name, sorted by first name (the index's order). `ids` is
+/// scratch.
 fn customer_id<T: Tx>(
     tx: &mut T,
     t: &Tables,
     w: u32,
     d: u8,
     sel: &CustomerSel,
+    ids: &mut Vec<u32>,
 ) -> Result<u32, TxError> {
     match sel {
         CustomerSel::Id(c) => Ok(*c),
         CustomerSel::Last(last) => {
-            let lo = key::customer_name_prefix(w, d, last);
+            let lo = key::customer_name_prefix(w, d, last.as_bytes());
             let hi = granary::keys::prefix_end(&lo);
-            let mut ids: Vec<u32> = Vec::with_capacity(8);
+            ids.clear();
             let hi_b = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
             tx.scan(
                 t.customer_name,
@@ -128,10 +131,8 @@ impl Tpcc {
 
     fn customer_sel(&self, rng: &mut Rng) -> CustomerSel {
         if uniform(rng, 1, 100) <= 60 {
-            let mut b = Vec::new();
             let names = self.cfg.last_names();
-            last_name(nurand(rng, 255, C_LAST_RUN, 0, names - 1), &mut b);
-            CustomerSel::Last(b)
+            CustomerSel::Last(last_name_str(nurand(rng, 255, C_LAST_RUN, 0, names - 1)))
         } else {
             CustomerSel::Id(nurand(rng, 1023, C_ID, 1, self.cfg.customers()))
         }
@@ -293,6 +294,7 @@ impl Tpcc {
         th.history_seq += 1;
         let hk = key::history(w, th.id, th.history_seq);
         let buf = &mut th.buf;
+        let ids = &mut th.ids;
         let date = now();
         ex.txn(PAYMENT, |tx| {
             let wk = key::warehouse(w);
@@ -305,7 +307,7 @@ impl Tpcc {
             dist.ytd += amount;
             dist.encode(buf);
             tx.put(t.district, &dk, buf)?;
-            let c = customer_id(tx, &t, c_w, c_d, &sel)?;
+            let c = customer_id(tx, &t, c_w, c_d, &sel, ids)?;
             let ck = key::customer(c_w, c_d, c);
             let mut cust = get_row(tx, t.customer, &ck, Customer::decode, "customer")?;
             cust.balance -= amount;
@@ -318,9 +320,7 @@ impl Tpcc {
             }
             cust.encode(buf);
             tx.put(t.customer, &ck, buf)?;
-            let mut hdata = wh.name.as_bytes().to_vec();
-            hdata.extend_from_slice(b"    ");
-            hdata.extend_from_slice(dist.name.as_bytes());
+            let hdata = Str::concat(&[wh.name.as_bytes(), b"    ", dist.name.as_bytes()]);
             History {
                 c_id: c,
                 c_d_id: c_d,
@@ -329,7 +329,7 @@ impl Tpcc {
                 w_id: w,
                 date,
                 amount,
-                data: Str::new(&hdata),
+                data: hdata,
             }
             .encode(buf);
             tx.insert(t.history, &hk, buf)
@@ -348,8 +348,9 @@ impl Tpcc {
         let rng = &mut th.rng;
         let d = uniform(rng, 1, DISTRICTS as u32) as u8;
         let sel = self.customer_sel(rng);
+        let ids = &mut th.ids;
         ex.txn(ORDER_STATUS, |tx| {
-            let c = customer_id(tx, &t, w, d, &sel)?;
+            let c = customer_id(tx, &t, w, d, &sel, ids)?;
             let _cust = get_row(
                 tx,
                 t.customer,
@@ -487,7 +488,11 @@ impl Tpcc {
             items.dedup();
             let mut low = 0;
             for i in items {
-                if let Some(v) = tx.read(t.stock, &key::stock(w, i))? {
+                // Only S_QUANTITY is needed: copy just that much, as Silo's
+                // stock-level does (`max_bytes_read`).
+                if let Some(v) =
+                    tx.read_prefix(t.stock, &key::stock(w, i), Stock::QUANTITY_BYTES)?
+                {
                     if Stock::quantity_of(v)? < threshold {
                         low += 1;
                     }
@@ -533,6 +538,7 @@ impl Workload for Tpcc {
             delivery_hints: Default::default(),
             buf: Vec::with_capacity(1024),
             items: Vec::with_capacity(15),
+            ids: Vec::with_capacity(16),
         }
     }
 
