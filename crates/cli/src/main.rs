@@ -14,6 +14,13 @@ mod ycsb_mix;
 
 use clap::{Parser, Subcommand};
 
+/// Records, tree nodes and versions are small, short-lived allocations
+/// from every worker thread: mimalloc's per-thread free lists serve them
+/// far faster than glibc's malloc (see docs/BENCHMARKS.md). Only the
+/// binary chooses; the library leaves the allocator to its user.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// granary: a multicore in-memory serializable transaction engine (Silo),
 /// with the papers' workloads and benchmarks.
 #[derive(Parser, Debug)]
