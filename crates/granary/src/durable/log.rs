@@ -12,9 +12,9 @@
 //!   After every epoch tick it reads the bound `B = tree_safe` (every
 //!   worker's next commit lands in an epoch ≥ B — the same argument that
 //!   makes the bound safe for reclamation, see `epoch`), takes its
-//!   workers' buffers of epochs < B, writes and fdatasyncs them, recycles
-//!   them, and reports `d = B − 1`: everything of epoch ≤ d from its
-//!   workers is on disk.
+//!   workers' buffers of epochs < B, writes them, recycles them (right
+//!   after the write, §3.4), fdatasyncs, and reports `d = B − 1`:
+//!   everything of epoch ≤ d from its workers is on disk.
 //! * The distinguished logger (0) computes `e_p = min d`, writes it with
 //!   every logger's durable file position to `pepoch`, fdatasyncs it, and
 //!   only then publishes it (§3.1, §3.5). Commits wait for it.
@@ -374,12 +374,16 @@ impl Logger {
                     .fetch_add(b.data.len() as u64, Ordering::Relaxed);
                 d.counters.blocks.fetch_add(1, Ordering::Relaxed);
             }
-            fp("log-fsync")?;
-            self.file.file.sync_data()?;
-            d.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            // SiloR §3.4: buffers go back to their workers as soon as they
+            // are written (`write` copied them), not after the fsync, so a
+            // slow fsync (a checkpoint writing at the same time) does not
+            // turn into backpressure on the workers.
             for b in self.batch.drain(..) {
                 d.recycle(b);
             }
+            fp("log-fsync")?;
+            self.file.file.sync_data()?;
+            d.counters.syncs.fetch_add(1, Ordering::Relaxed);
         }
         let durable = bound.saturating_sub(1);
         if self.file.min_epoch != u64::MAX
