@@ -79,8 +79,10 @@ enum Bench {
     /// granary bench ycsb-mix --preset bohm-2rmw8r --theta 0 --threads 2 --seconds 10 --json out.json
     YcsbMix(ycsb_mix::YcsbMixArgs),
     /// Time recovery of a durable database directory (SiloR §5) and
-    /// compare it with just reading the same files; reports GB/s of
-    /// checkpoint and log. Example: granary bench recover /tmp/db --threads 2
+    /// compare it with just reading the bytes recovery reads; reports GB/s
+    /// of checkpoint and log. The read runs first: drop the page cache
+    /// before (`sync; echo 3 > /proc/sys/vm/drop_caches`) to compare with
+    /// a cold read. Example: granary bench recover /tmp/db --threads 2
     Recover(recover::RecoverArgs),
 }
 
