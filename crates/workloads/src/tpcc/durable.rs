@@ -151,7 +151,7 @@ impl Tpcc {
     }
 }
 
-fn all(t: &Tables) -> [TableId; 11] {
+fn all(t: &Tables) -> [TableId; 12] {
     [
         t.warehouse,
         t.district,
@@ -164,6 +164,7 @@ fn all(t: &Tables) -> [TableId; 11] {
         t.order_line,
         t.item,
         t.stock,
+        t.stock_data,
     ]
 }
 
