@@ -3,7 +3,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use granary_index::{Guard, Retired};
+use granary_index::{Cursor, Guard, Retired};
 
 use crate::db::{Shared, TableId, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::epoch::Epochs;
@@ -621,32 +621,41 @@ impl Worker {
     /// replayed in any order). `value: None` installs a tombstone (an
     /// absent record), which `sweep_tombstones` removes afterwards. The
     /// caller pins the worker (once per block of records).
+    ///
+    /// With a `cursor` (on table `t`'s tree) the key is expected to be new
+    /// and is inserted through the cursor straight away: a checkpoint's keys
+    /// arrive in ascending runs, so most inserts need no descent (SiloR
+    /// §5.1). Without one it is looked up first, so a key already present
+    /// costs no allocation.
     pub(crate) fn recover_put(
         &mut self,
         t: TableId,
         key: &[u8],
         tid: Tid,
         value: Option<&[u8]>,
-        likely_new: bool,
+        mut cursor: Option<&mut Cursor<'_>>,
     ) {
         let shared = &*self.shared;
-        let tree = &shared.table(t).expect("recovered table exists").tree;
+        let tree = match &cursor {
+            Some(c) => c.tree(),
+            None => &shared.table(t).expect("recovered table exists").tree,
+        };
+        debug_assert!(std::ptr::eq(
+            tree,
+            &shared.table(t).expect("recovered table exists").tree
+        ));
         let word = match value {
             Some(_) => tid.id().with(Tid::LATEST),
             None => tid.id().with(Tid::LATEST | Tid::ABSENT),
         };
         let bytes = value.unwrap_or(&[]);
-        // A key expected to be new is inserted straight away (one descent);
-        // otherwise it is looked up first, so a key already present costs
-        // no allocation.
-        let mut insert_first = likely_new;
         loop {
-            // SAFETY: pinned above.
+            // SAFETY: pinned by the caller.
             let mut pin = unsafe { ReadPin::new() };
-            let found = if insert_first {
-                insert_first = false;
+            // The cursor is used once: a retry looks the key up.
+            let found = if let Some(c) = cursor.take() {
                 let r = Record::alloc(word, bytes, 0, std::ptr::null_mut());
-                match tree.insert(key, r.as_ptr() as u64, &mut pin) {
+                match c.insert(key, r.as_ptr() as u64, &mut pin) {
                     granary_index::Insert::Inserted(_) => break,
                     granary_index::Insert::Exists { value } => {
                         // SAFETY: never published.

@@ -37,5 +37,5 @@ mod tree;
 mod version;
 
 pub use key::Retired;
-pub use tree::{Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree};
+pub use tree::{Cursor, Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree};
 pub use version::NodeVersion;

@@ -130,6 +130,179 @@ enum Target<'a> {
     Rightmost,
 }
 
+/// Where a leaf hangs in the tree, as far as a writer knows: a full leaf's
+/// split locks its parent to add the new separator.
+#[derive(Clone, Copy, Debug)]
+enum Parent {
+    /// The leaf was the root at the version it was read with (a leaf stops
+    /// being the root only by splitting, which changes that version).
+    Root,
+    /// The leaf was a child of this inner node while the node had this
+    /// (unlocked) version. Every change to an inner node's children
+    /// advances its version, so while it still has that version the leaf
+    /// is still its child.
+    Node(*const Inner, u64),
+    /// Not known: a split must descend from the root to find it.
+    Unknown,
+}
+
+/// What an insert did: the value already stored under the key, if it was
+/// present, and the leaf change, if the key was added.
+type Outcome = (Option<u64>, Option<NodeChange>);
+
+fn into_insert((old, change): Outcome) -> Insert {
+    match old {
+        Some(value) => Insert::Exists { value },
+        None => Insert::Inserted(change.expect("inserted")),
+    }
+}
+
+/// Where a key went: its leaf, and what is known of the leaf's parent
+/// (never [`Parent::Root`]: that is tied to a version that may have
+/// changed).
+type Spot = (NonNull<Leaf>, Parent);
+
+/// Inserts keys that arrive in ascending runs, such as a checkpoint file's
+/// (SiloR §5.1: each recovery thread loads key ranges of a table and
+/// "benefit[s] from locality"), without descending from the root for each.
+///
+/// The cursor remembers the leaf its last key went into and, when known,
+/// that leaf's parent with a version at which it was the leaf's parent. A
+/// key the remembered leaf covers — at least its lower fence and below its
+/// right sibling's, read under the leaf's version — is inserted there by
+/// the same steps as after a descent: the version read first is validated
+/// and upgraded to the lock (Masstree's protocol, Silo §4.6: a reader or a
+/// node-set that saw the leaf before sees its version change). A key past
+/// the leaf is tried in the right sibling (Lehman and Yao's move right).
+/// A full leaf splits with the remembered parent locked, if that parent
+/// still has the remembered version; otherwise, and for any key the
+/// remembered leaves do not cover, the insert descends from the root as
+/// [`Tree::insert`] does. So other threads may insert, remove or split
+/// concurrently, each cursor's keys may interleave with theirs, and keys
+/// may arrive in any order: a cursor is only slower then, never wrong.
+///
+/// A cursor's split keeps the keys below the new one in the left leaf and
+/// moves the rest right (a plain insert moves half), so an ascending run
+/// into a gap between keys already present fills whole leaves.
+///
+/// ```
+/// use granary_index::{Insert, LeakGuard, Tree};
+///
+/// let tree = Tree::new();
+/// // SAFETY: every guard used on this tree is a LeakGuard.
+/// let mut g = unsafe { LeakGuard::new() };
+/// let mut c = tree.cursor();
+/// for i in 0..1000u64 {
+///     assert!(matches!(c.insert(&i.to_be_bytes(), i, &mut g), Insert::Inserted(_)));
+/// }
+/// assert_eq!(tree.get(&500u64.to_be_bytes(), &g).value, Some(500));
+/// ```
+#[derive(Debug)]
+pub struct Cursor<'t> {
+    tree: &'t Tree,
+    at: Option<Spot>,
+}
+
+/// Where a key lies relative to a leaf.
+enum Covers {
+    Yes,
+    /// Past the leaf: try its right sibling.
+    Right(NonNull<Leaf>),
+    /// Below the leaf, or the leaf changed.
+    No,
+}
+
+/// Whether leaf `l`, read at version `v`, covers `k`: its low fence ≤ `k`
+/// < its right sibling's low fence (a leaf's range only shrinks from the
+/// right, and its fence is immutable).
+///
+/// # Safety
+/// The caller is pinned.
+#[inline]
+unsafe fn covers(l: &Leaf, v: u64, k: &SearchKey<'_>) -> Covers {
+    if let Some((s, i)) = l.low {
+        // SAFETY: fences live as long as the tree.
+        if unsafe { compare(s, i, k) } == Cmp::Greater {
+            return Covers::No;
+        }
+    }
+    let next = l.next.load(R);
+    // Validate before following `next` (the sibling is only known to be
+    // initialized once the split that linked it has unlocked the leaf).
+    if l.header.version.has_changed(v) {
+        return Covers::No;
+    }
+    let Some(next) = NonNull::new(next) else {
+        return Covers::Yes;
+    };
+    // SAFETY: a validated sibling pointer; leaves are never freed.
+    let (s, i) = unsafe { next.as_ref() }
+        .low
+        .expect("a right sibling has a low fence");
+    // SAFETY: fences live as long as the tree.
+    match unsafe { compare(s, i, k) } {
+        Cmp::Greater => Covers::Yes,
+        _ => Covers::Right(next),
+    }
+}
+
+impl<'t> Cursor<'t> {
+    /// The tree this cursor inserts into.
+    pub fn tree(&self) -> &'t Tree {
+        self.tree
+    }
+
+    /// Insert `key → value` if the key is absent, as [`Tree::insert`] does,
+    /// starting from where the previous key went.
+    pub fn insert<G: Guard>(&mut self, key: &[u8], value: u64, g: &mut G) -> Insert {
+        let k = SearchKey::new(key);
+        // SAFETY: pinned by the caller's guard.
+        let done = match unsafe { self.insert_near(&k, value) } {
+            Some(done) => done,
+            None => self
+                .tree
+                .insert_impl::<G, true>(key, value, false, &mut self.at, g),
+        };
+        into_insert(done)
+    }
+
+    /// Insert into the remembered leaf, or its right sibling, if it covers
+    /// `k`; `None` (nothing changed) if neither does or either changed.
+    ///
+    /// # Safety
+    /// The caller is pinned.
+    #[inline]
+    unsafe fn insert_near(&mut self, k: &SearchKey<'_>, value: u64) -> Option<Outcome> {
+        let (mut leaf, mut parent) = self.at?;
+        debug_assert!(
+            !matches!(parent, Parent::Root),
+            "a kept spot is never the root"
+        );
+        for _ in 0..2 {
+            // SAFETY: leaves live as long as the tree, which `self` borrows.
+            let l = unsafe { leaf.as_ref() };
+            let v = l.header.version.stable();
+            // SAFETY: pinned (caller's contract).
+            match unsafe { covers(l, v, k) } {
+                Covers::Yes => {
+                    // SAFETY: `l` covered `k` at `v`; pinned.
+                    let done = unsafe {
+                        self.tree
+                            .insert_into::<true>(l, v, parent, k, value, false, &mut self.at)
+                    };
+                    return done;
+                }
+                Covers::Right(next) => {
+                    leaf = next;
+                    parent = Parent::Unknown;
+                }
+                Covers::No => return None,
+            }
+        }
+        None
+    }
+}
+
 /// A concurrent ordered map from byte strings to `u64` values.
 pub struct Tree {
     root: AtomicPtr<Header>,
@@ -550,10 +723,7 @@ impl Tree {
 
     /// Insert `key → value` if the key is absent.
     pub fn insert<G: Guard>(&self, key: &[u8], value: u64, g: &mut G) -> Insert {
-        match self.insert_impl(key, value, false, g) {
-            (Some(old), _) => Insert::Exists { value: old },
-            (None, change) => Insert::Inserted(change.expect("inserted")),
-        }
+        into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g))
     }
 
     /// Insert or overwrite; returns the old value if there was one, and the
@@ -564,112 +734,201 @@ impl Tree {
         value: u64,
         g: &mut G,
     ) -> (Option<u64>, Option<NodeChange>) {
-        self.insert_impl(key, value, true, g)
+        self.insert_impl::<G, false>(key, value, true, &mut None, g)
     }
 
-    fn insert_impl<G: Guard>(
+    /// A cursor for inserting keys that arrive in ascending runs; see
+    /// [`Cursor`].
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            tree: self,
+            at: None,
+        }
+    }
+
+    /// Insert by descending from the root, as often as it takes (`CURSOR`
+    /// and `spot` as for [`Tree::insert_into`]).
+    fn insert_impl<G: Guard, const CURSOR: bool>(
         &self,
         key: &[u8],
         value: u64,
         overwrite: bool,
+        spot: &mut Option<Spot>,
         _g: &mut G,
-    ) -> (Option<u64>, Option<NodeChange>) {
-        let k = SearchKey::new(key);
+    ) -> Outcome {
+        let k = &SearchKey::new(key);
         loop {
-            let (leaf, v, parent, pv) = self.find_leaf_for_write(&k);
-            // SAFETY: live leaf.
-            let l = unsafe { &*leaf };
-            let n = l.count.load(R).min(LEAF_WIDTH);
-            // SAFETY: pinned by the caller's guard.
-            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
-            if found {
-                let old = l.values[pos].load(R);
-                if l.header.version.has_changed(v) {
-                    continue;
-                }
-                if !overwrite {
-                    return (Some(old), None);
-                }
-                if !l.header.version.try_lock(v) {
-                    continue;
-                }
-                l.values[pos].store(value, R);
-                l.header.version.unlock_unchanged();
-                return (Some(old), None);
+            let (leaf, v, parent, pv) = self.find_leaf_for_write(k);
+            let parent = match parent.is_null() {
+                true => Parent::Root,
+                false => Parent::Node(parent, pv),
+            };
+            // SAFETY: a live leaf that covered `k` at `v`; pinned by the
+            // caller's guard.
+            let done =
+                unsafe { self.insert_into::<CURSOR>(&*leaf, v, parent, k, value, overwrite, spot) };
+            if let Some(done) = done {
+                return done;
             }
-            if l.header.version.has_changed(v) {
-                continue;
-            }
-            let lref = LeafRef(NonNull::from(l));
-            if n < LEAF_WIDTH {
-                if !l.header.version.try_lock(v) {
-                    continue;
-                }
-                let (s, info) = make_stored(key);
-                leaf_insert_at(l, n, pos, (s, info, value));
-                let nv = l.header.version.unlock();
-                return (
-                    None,
-                    Some(NodeChange {
-                        leaf: lref,
-                        old_version: v,
-                        new_version: nv,
-                        split: None,
-                    }),
-                );
-            }
-            // Full leaf: lock parent and leaf, split, insert, in one step.
-            // SAFETY: live parent, if any.
-            let p = unsafe { parent.as_ref() };
-            if let Some(p) = p {
-                if !p.header.version.try_lock(pv) {
-                    continue;
-                }
-            }
-            if !l.header.version.try_lock(v) {
-                if let Some(p) = p {
-                    p.header.version.unlock_unchanged();
-                }
-                continue;
-            }
-            let (s, info) = make_stored(key);
-            // SAFETY: leaf and parent are locked at validated versions.
-            let right = unsafe { self.split_leaf(l, p, pos, (s, info, value)) };
-            let nv = l.header.version.unlock();
-            // SAFETY: `right` was just linked and is live.
-            let rv = unsafe { (*right).header.version.unlock() };
-            if let Some(p) = p {
-                p.header.version.unlock();
-            }
-            return (
-                None,
-                Some(NodeChange {
-                    leaf: lref,
-                    old_version: v,
-                    new_version: nv,
-                    split: Some((LeafRef(NonNull::new(right).expect("non-null")), rv)),
-                }),
-            );
         }
     }
 
-    /// Split a full locked leaf, inserting entry `e` at position `pos`.
-    /// Returns the new right leaf, still locked.
+    /// Insert `k → value` into leaf `l` (or find `k` there), where `l`
+    /// covered `k` when its version was `v`, and `parent` is what is known
+    /// of where `l` hangs. A full leaf is split, with its parent locked too.
+    /// Returns `None`, having changed nothing, if `l` changed since `v`, a
+    /// lock was taken, or a split is needed and the parent is unknown or
+    /// has no room: the caller descends and tries again. For a `CURSOR`,
+    /// a full leaf splits at the key ([`Tree::split_leaf`]) and `spot` is
+    /// set to where the key is; plain inserts leave `spot` alone (so they
+    /// pay nothing for it).
     ///
     /// # Safety
-    /// `leaf` and `parent` are locked; the caller is pinned.
+    /// The caller is pinned; `l` covered `k` at version `v` (or `v` is
+    /// stale, which the version checks here catch).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn insert_into<const CURSOR: bool>(
+        &self,
+        l: &Leaf,
+        v: u64,
+        parent: Parent,
+        k: &SearchKey<'_>,
+        value: u64,
+        overwrite: bool,
+        spot: &mut Option<Spot>,
+    ) -> Option<Outcome> {
+        let here = NonNull::from(l);
+        // "The leaf is the root" holds only at version `v`: after this call
+        // the leaf's parent is unknown.
+        let kept = match parent {
+            Parent::Root => Parent::Unknown,
+            p => p,
+        };
+        let n = l.count.load(R).min(LEAF_WIDTH);
+        // SAFETY: pinned (caller's contract).
+        let (pos, found) = unsafe { leaf_lower_bound(l, n, k) };
+        if found {
+            let old = l.values[pos].load(R);
+            if l.header.version.has_changed(v) {
+                return None;
+            }
+            if overwrite {
+                if !l.header.version.try_lock(v) {
+                    return None;
+                }
+                l.values[pos].store(value, R);
+                l.header.version.unlock_unchanged();
+            }
+            if CURSOR {
+                *spot = Some((here, kept));
+            }
+            return Some((Some(old), None));
+        }
+        if l.header.version.has_changed(v) {
+            return None;
+        }
+        let lref = LeafRef(here);
+        if n < LEAF_WIDTH {
+            if !l.header.version.try_lock(v) {
+                return None;
+            }
+            let (s, info) = make_stored(k.bytes);
+            leaf_insert_at(l, n, pos, (s, info, value));
+            let nv = l.header.version.unlock();
+            if CURSOR {
+                *spot = Some((here, kept));
+            }
+            let change = NodeChange {
+                leaf: lref,
+                old_version: v,
+                new_version: nv,
+                split: None,
+            };
+            return Some((None, Some(change)));
+        }
+        // Full leaf: lock parent and leaf, split, insert, in one step.
+        let p = match parent {
+            Parent::Root => None,
+            Parent::Node(p, pv) => {
+                // SAFETY: nodes live as long as the tree.
+                let p = unsafe { &*p };
+                if !p.header.version.try_lock(pv) {
+                    return None;
+                }
+                // A parent met on a descent has room (full inner nodes are
+                // split on the way down); one a cursor kept may have filled.
+                if p.count.load(R) >= INNER_WIDTH {
+                    p.header.version.unlock_unchanged();
+                    return None;
+                }
+                Some(p)
+            }
+            Parent::Unknown => return None,
+        };
+        if !l.header.version.try_lock(v) {
+            if let Some(p) = p {
+                p.header.version.unlock_unchanged();
+            }
+            return None;
+        }
+        let (s, info) = make_stored(k.bytes);
+        // SAFETY: leaf and parent are locked at validated versions, and the
+        // parent has room.
+        let (right, in_left) = unsafe { self.split_leaf(l, p, pos, (s, info, value), CURSOR) };
+        let nv = l.header.version.unlock();
+        // SAFETY: `right` was just linked and is live.
+        let rv = unsafe { (*right).header.version.unlock() };
+        let right = NonNull::new(right).expect("non-null");
+        // Both halves are children of the parent at the version it unlocks
+        // with; a new root is not known here.
+        let parent = match p {
+            Some(p) => Parent::Node(p, p.header.version.unlock()),
+            None => Parent::Unknown,
+        };
+        if CURSOR {
+            *spot = Some((if in_left { here } else { right }, parent));
+        }
+        let change = NodeChange {
+            leaf: lref,
+            old_version: v,
+            new_version: nv,
+            split: Some((LeafRef(right), rv)),
+        };
+        Some((None, Some(change)))
+    }
+
+    /// Split a full locked leaf, inserting entry `e` at position `pos`.
+    /// Returns the new right leaf, still locked, and whether the new entry
+    /// went into the left leaf.
+    ///
+    /// # Safety
+    /// `leaf` and `parent` are locked, `parent` has room; the caller is
+    /// pinned.
     unsafe fn split_leaf(
         &self,
         leaf: &Leaf,
         parent: Option<&Inner>,
         pos: usize,
         e: (u64, u64, u64),
-    ) -> *mut Leaf {
+        at_key: bool,
+    ) -> (*mut Leaf, bool) {
         let n = LEAF_WIDTH;
         // Appending at the end (a sequential load) leaves the left leaf
-        // full and starts the right one with just the new key.
+        // full and starts the right one with just the new key. Inside a
+        // leaf, a split moves the upper half right, or, for a cursor's
+        // ascending run, every key above the new one: the run then goes on
+        // filling the left leaf (the new key is its last) instead of
+        // splitting again every few keys and leaving half-full leaves
+        // behind, as it would when loaded into a gap between keys already
+        // there (another checkpoint file's).
         let append = pos == n;
-        let m = if append { n } else { n / 2 };
+        let m = match (append, at_key) {
+            (true, _) => n,
+            (false, false) => n / 2,
+            (false, true) => pos,
+        };
+        let in_left = pos < m || (pos == m && !append);
         let mut tmp = [0u8; 8];
         // The separator is the right leaf's first key: entry m, or the new
         // key when appending. The fence gets its own copy.
@@ -693,7 +952,7 @@ impl Tree {
             clear_entry(leaf, i);
         }
         leaf.count.store(m, R);
-        if pos < m || (pos == m && !append) {
+        if in_left {
             leaf_insert_at(leaf, m, pos, e);
         } else {
             leaf_insert_at(&right, n - m, pos - m, e);
@@ -710,7 +969,7 @@ impl Tree {
                 right as *mut Header,
             )
         };
-        right
+        (right, in_left)
     }
 
     /// Find `key` and lock its leaf. Returns the leaf (locked), the version
@@ -1032,8 +1291,160 @@ impl Drop for Tree {
     }
 }
 
+/// A structural check of a quiescent tree, for the unit and loom tests.
+#[cfg(test)]
+mod shape {
+    use super::*;
+
+    fn bytes_of(s: u64, i: u64) -> Vec<u8> {
+        let mut t = [0u8; 8];
+        // SAFETY: tests never free keys while the tree lives.
+        unsafe { stored_bytes(s, i, &mut t) }.to_vec()
+    }
+
+    /// What [`check`] found.
+    pub(super) struct Shape {
+        pub keys: Vec<(Vec<u8>, u64)>,
+        #[cfg_attr(loom, allow(dead_code))]
+        pub leaves: usize,
+    }
+
+    /// Check every structural invariant of a quiescent tree: nodes
+    /// unlocked; leaves at one depth; keys sorted within each node and
+    /// inside the bounds their parents give them; each leaf's fence equal
+    /// to its lower bound and its right sibling's fence to its upper
+    /// bound; the sibling chain visiting the same leaves in order; unused
+    /// slots cleared; every key found by a lookup.
+    pub(super) fn check(t: &Tree) -> Shape {
+        let mut leaves = Vec::new();
+        let mut keys = Vec::new();
+        let mut depth = None;
+        walk(
+            t.root.load(R),
+            (None, None),
+            0,
+            &mut depth,
+            &mut leaves,
+            &mut keys,
+        );
+        let mut chain = Vec::new();
+        let mut p = leaves[0];
+        while !p.is_null() {
+            chain.push(p);
+            // SAFETY: live leaf.
+            p = unsafe { &*p }.next.load(R);
+        }
+        assert!(chain == leaves, "the sibling chain differs from the tree");
+        for w in keys.windows(2) {
+            assert!(w[0].0 < w[1].0, "keys out of order across leaves");
+        }
+        // SAFETY: only LeakGuards on these trees.
+        let g = unsafe { LeakGuard::new() };
+        for (k, v) in &keys {
+            assert_eq!(t.get(k, &g).value, Some(*v), "lookup of {k:?}");
+        }
+        Shape {
+            keys,
+            leaves: leaves.len(),
+        }
+    }
+
+    type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+    fn walk(
+        node: *const Header,
+        (lo, hi): Bounds,
+        d: usize,
+        depth: &mut Option<usize>,
+        leaves: &mut Vec<*const Leaf>,
+        keys: &mut Vec<(Vec<u8>, u64)>,
+    ) {
+        // SAFETY: a live node of a quiescent tree.
+        let h = unsafe { hdr(node) };
+        assert_eq!(h.version.load() & 1, 0, "node left locked");
+        let in_bounds = |k: &Vec<u8>| {
+            lo.as_ref().is_none_or(|lo| k >= lo) && hi.as_ref().is_none_or(|hi| k < hi)
+        };
+        if h.is_leaf {
+            assert_eq!(*depth.get_or_insert(d), d, "leaves at different depths");
+            // SAFETY: a leaf.
+            let l = unsafe { &*(node as *const Leaf) };
+            let n = l.count.load(R);
+            assert!(n <= LEAF_WIDTH);
+            assert!(
+                l.low.map(|(s, i)| bytes_of(s, i)) == lo,
+                "leaf fence is not its lower bound"
+            );
+            let next = l.next.load(R);
+            let next_low = (!next.is_null()).then(|| {
+                // SAFETY: live leaf.
+                let (s, i) = unsafe { &*next }.low.expect("sibling fence");
+                bytes_of(s, i)
+            });
+            assert!(
+                next_low == hi,
+                "sibling fence is not the leaf's upper bound"
+            );
+            let mut prev: Option<Vec<u8>> = None;
+            for i in 0..n {
+                let k = bytes_of(l.slices[i].load(R), l.infos[i].load(R));
+                assert!(in_bounds(&k), "key {k:?} outside its leaf's bounds");
+                assert!(
+                    prev.as_ref().is_none_or(|p| &k > p),
+                    "leaf keys out of order"
+                );
+                keys.push((k.clone(), l.values[i].load(R)));
+                prev = Some(k);
+            }
+            for i in n..LEAF_WIDTH {
+                let e = (l.slices[i].load(R), l.infos[i].load(R), l.values[i].load(R));
+                assert_eq!(e, (0, 0, 0), "unused slot {i} not cleared");
+            }
+            leaves.push(node as *const Leaf);
+            return;
+        }
+        // SAFETY: an inner node.
+        let inner = unsafe { &*(node as *const Inner) };
+        let n = inner.count.load(R);
+        // An append split leaves the right inner node one child and no
+        // separator.
+        assert!(n <= INNER_WIDTH);
+        let seps: Vec<Vec<u8>> = (0..n)
+            .map(|i| bytes_of(inner.slices[i].load(R), inner.infos[i].load(R)))
+            .collect();
+        for (i, s) in seps.iter().enumerate() {
+            assert!(
+                in_bounds(s) && lo.as_ref() != Some(s),
+                "separator out of bounds"
+            );
+            assert!(i == 0 || seps[i - 1] < *s, "separators out of order");
+        }
+        for i in 0..=n {
+            let clo = if i == 0 {
+                lo.clone()
+            } else {
+                Some(seps[i - 1].clone())
+            };
+            let chi = if i == n {
+                hi.clone()
+            } else {
+                Some(seps[i].clone())
+            };
+            walk(
+                inner.children[i].load(R),
+                (clo, chi),
+                d + 1,
+                depth,
+                leaves,
+                keys,
+            );
+        }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::shape::check;
     use super::*;
     use crate::sync::AtomicU64;
 
@@ -1062,5 +1473,406 @@ mod tests {
                 }
             }
         }
+    }
+
+    // ---- Cursor inserts (ascending runs) ----
+
+    /// The seed of a randomized test: `GRANARY_SEED` if set, else the clock.
+    fn seed(name: &str) -> u64 {
+        let s = std::env::var("GRANARY_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock")
+                    .as_nanos() as u64
+            });
+        eprintln!("{name}: seed {s} (replay with GRANARY_SEED={s})");
+        s
+    }
+
+    /// splitmix64: any seed (even 0) gives a good stream.
+    fn next(s: &mut u64) -> u64 {
+        *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Keys mixing every stored form: 8-byte integers, short keys, and
+    /// long keys (stored out of line) sharing their first 8 bytes, so
+    /// slices tie and fences are long keys too. Sorted, distinct.
+    fn mixed_keys(rng: &mut u64, n: usize) -> Vec<Vec<u8>> {
+        let mut set = std::collections::BTreeSet::new();
+        while set.len() < n {
+            let r = next(rng);
+            let k = match r % 4 {
+                0 => (r >> 8).to_be_bytes().to_vec(),
+                1 => (r >> 40).to_be_bytes()[..(r >> 2) as usize % 9].to_vec(),
+                _ => {
+                    // A few 8-byte prefixes, tails of 0..24 bytes.
+                    let mut k = format!("prefix-{}", (r >> 8) % 3).into_bytes();
+                    let tail = (r >> 16) as usize % 24;
+                    let mut x = next(rng);
+                    for _ in 0..tail {
+                        k.push(b"ab\0z"[(x & 3) as usize]);
+                        x >>= 2;
+                    }
+                    k
+                }
+            };
+            set.insert(k);
+        }
+        set.into_iter().collect()
+    }
+
+    fn inserted(r: Insert) -> bool {
+        matches!(r, Insert::Inserted(_))
+    }
+
+    #[test]
+    fn cursor_ascending_run_fills_leaves() {
+        let t = Tree::new();
+        // SAFETY: only LeakGuards on this tree.
+        let mut g = unsafe { LeakGuard::new() };
+        let n = 20_000u64;
+        let mut c = t.cursor();
+        for i in 0..n {
+            assert!(inserted(c.insert(&(3 * i).to_be_bytes(), i, &mut g)));
+        }
+        let s = check(&t);
+        let want: Vec<_> = (0..n)
+            .map(|i| ((3 * i).to_be_bytes().to_vec(), i))
+            .collect();
+        assert!(s.keys == want);
+        // Appends leave every leaf but the last full.
+        assert_eq!(s.leaves, (n as usize).div_ceil(LEAF_WIDTH));
+        // Again, over keys all present, and in between (new keys).
+        let mut c = t.cursor();
+        for i in 0..n {
+            match c.insert(&(3 * i).to_be_bytes(), 0, &mut g) {
+                Insert::Exists { value } => assert_eq!(value, i),
+                Insert::Inserted(_) => panic!("key {i} inserted twice"),
+            }
+            assert!(inserted(c.insert(
+                &(3 * i + 1).to_be_bytes(),
+                n + i,
+                &mut g
+            )));
+        }
+        assert_eq!(check(&t).keys.len(), 2 * n as usize);
+    }
+
+    /// A checkpoint loaded by one thread: blocks of consecutive keys dealt
+    /// round-robin into files, the files loaded one after another, so
+    /// every file after the first fills gaps between keys already there.
+    #[test]
+    fn cursor_runs_into_gaps() {
+        let mut rng = seed("cursor_runs_into_gaps");
+        let keys = mixed_keys(&mut rng, 30_000);
+        let (block, files) = (1 + next(&mut rng) as usize % 400, 4);
+        eprintln!("block {block}");
+        let t = Tree::new();
+        // SAFETY: only LeakGuards on this tree.
+        let mut g = unsafe { LeakGuard::new() };
+        for f in 0..files {
+            let mut c = t.cursor();
+            for (b, run) in keys.chunks(block).enumerate() {
+                if b % files == f {
+                    for k in run {
+                        assert!(inserted(c.insert(k, k.len() as u64, &mut g)));
+                    }
+                }
+            }
+        }
+        let s = check(&t);
+        let want: Vec<_> = keys.iter().map(|k| (k.clone(), k.len() as u64)).collect();
+        assert!(s.keys == want);
+        // Splitting at the key leaves few partly filled leaves per gap
+        // (a plain insert's even splits would leave them all half full).
+        let fill = keys.len() as f64 / (s.leaves * LEAF_WIDTH) as f64;
+        eprintln!("{} leaves, fill {fill:.2}", s.leaves);
+        if block >= 100 {
+            assert!(fill > 0.8, "fill {fill:.2}");
+        }
+    }
+
+    /// A cursor stays correct when its remembered leaf and parent are
+    /// split by other inserts between its own, and for keys in any order.
+    #[test]
+    fn cursor_with_other_inserts_and_any_order() {
+        let mut rng = seed("cursor_with_other_inserts_and_any_order");
+        for round in 0..20 {
+            let keys = mixed_keys(&mut rng, 3_000);
+            let t = Tree::new();
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            let mut model = std::collections::BTreeMap::new();
+            let mut c = t.cursor();
+            let mut i = next(&mut rng) as usize % keys.len();
+            for step in 0..6_000u64 {
+                let r = next(&mut rng);
+                // Mostly the cursor's ascending run, sometimes a jump;
+                // plain inserts anywhere; now and then a remove.
+                let (k, by_cursor) = match r % 8 {
+                    0..=3 => {
+                        i = (i + 1 + (r >> 8) as usize % 3) % keys.len();
+                        (&keys[i], true)
+                    }
+                    4 => {
+                        i = (r >> 8) as usize % keys.len();
+                        (&keys[i], true)
+                    }
+                    5 | 6 => (&keys[(r >> 8) as usize % keys.len()], false),
+                    _ => {
+                        let k = &keys[(r >> 8) as usize % keys.len()];
+                        assert_eq!(t.remove(k, &mut g).map(|x| x.0), model.remove(k));
+                        continue;
+                    }
+                };
+                let got = if by_cursor {
+                    c.insert(k, step, &mut g)
+                } else {
+                    t.insert(k, step, &mut g)
+                };
+                match (got, model.get(k)) {
+                    (Insert::Exists { value }, Some(&v)) => assert_eq!(value, v),
+                    (Insert::Inserted(_), None) => {
+                        model.insert(k.clone(), step);
+                    }
+                    (got, want) => panic!("round {round} step {step}: {got:?}, model {want:?}"),
+                }
+            }
+            let s = check(&t);
+            let want: Vec<_> = model.into_iter().collect();
+            assert!(s.keys == want, "round {round}");
+        }
+    }
+
+    /// Several threads load interleaving ascending runs into one tree (as
+    /// recovery threads do with files whose key ranges interleave), while
+    /// another inserts the same keys at random and a reader scans. Every
+    /// key is inserted exactly once, and the tree ends up whole.
+    #[test]
+    fn cursor_concurrent_interleaved_runs() {
+        let base = seed("cursor_concurrent_interleaved_runs");
+        for round in 0..4u64 {
+            let mut rng = base ^ round;
+            let keys = mixed_keys(&mut rng, 40_000);
+            let threads = 3usize;
+            // Cut the keys into runs of 1..=max keys, each dealt to a
+            // random thread: fine interleaving when max is small.
+            let max = [2usize, 16, 300, 3000][round as usize];
+            let mut runs = vec![Vec::new(); threads];
+            let mut at = 0;
+            while at < keys.len() {
+                let len = (1 + next(&mut rng) as usize % max).min(keys.len() - at);
+                runs[next(&mut rng) as usize % threads].push(at..at + len);
+                at += len;
+            }
+            let t = Tree::new();
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let winners: Vec<Vec<usize>> = std::thread::scope(|s| {
+                let loaders: Vec<_> = runs
+                    .iter()
+                    .map(|runs| {
+                        let (t, keys, done) = (&t, &keys, &done);
+                        s.spawn(move || {
+                            // SAFETY: only LeakGuards on this tree.
+                            let mut g = unsafe { LeakGuard::new() };
+                            let mut c = t.cursor();
+                            let mut won = Vec::new();
+                            for run in runs {
+                                for i in run.clone() {
+                                    match c.insert(&keys[i], i as u64, &mut g) {
+                                        Insert::Inserted(_) => won.push(i),
+                                        Insert::Exists { value } => assert_eq!(value, i as u64),
+                                    }
+                                }
+                            }
+                            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            won
+                        })
+                    })
+                    .collect();
+                let random = {
+                    let (t, keys) = (&t, &keys);
+                    let mut rng = next(&mut rng);
+                    s.spawn(move || {
+                        // SAFETY: only LeakGuards on this tree.
+                        let mut g = unsafe { LeakGuard::new() };
+                        let mut won = Vec::new();
+                        for _ in 0..keys.len() / 4 {
+                            let i = next(&mut rng) as usize % keys.len();
+                            if inserted(t.insert(&keys[i], i as u64, &mut g)) {
+                                won.push(i);
+                            }
+                        }
+                        won
+                    })
+                };
+                let (t, keys, done) = (&t, &keys, &done);
+                s.spawn(move || {
+                    // SAFETY: only LeakGuards on this tree.
+                    let g = unsafe { LeakGuard::new() };
+                    while done.load(std::sync::atomic::Ordering::Relaxed) < threads {
+                        let mut prev: Option<Vec<u8>> = None;
+                        t.scan(
+                            Bound::Unbounded,
+                            Bound::Unbounded,
+                            false,
+                            &g,
+                            |_, _| {},
+                            |k, v| {
+                                assert!(prev.as_deref().is_none_or(|p| k > p), "scan out of order");
+                                assert_eq!(keys[v as usize], k, "value of {k:?}");
+                                prev = Some(k.to_vec());
+                                true
+                            },
+                        );
+                    }
+                });
+                let mut w: Vec<_> = loaders
+                    .into_iter()
+                    .map(|h| h.join().expect("loader"))
+                    .collect();
+                w.push(random.join().expect("random inserter"));
+                w
+            });
+            let mut won: Vec<usize> = winners.into_iter().flatten().collect();
+            won.sort_unstable();
+            assert!(
+                won.iter().copied().eq(0..keys.len()),
+                "round {round}: a key inserted twice or never"
+            );
+            let s = check(&t);
+            let want: Vec<_> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.clone(), i as u64))
+                .collect();
+            assert!(s.keys == want, "round {round}");
+        }
+    }
+}
+
+/// Cursor inserts racing splits, model-checked. Both sides run in spawned
+/// threads (the main thread only sets up and joins), so loom explores
+/// either finishing first. The preemption bounds keep each test to about a
+/// minute at most; with them, each still fails a cursor that ignores its
+/// leaf's right sibling (the leaf test) or its parent's version (the
+/// parent test).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::shape::check;
+    use super::*;
+    use loom::sync::Arc;
+
+    fn key(i: u64) -> [u8; 8] {
+        i.to_be_bytes()
+    }
+
+    /// A cursor splits its leaf under the parent it remembers, while
+    /// another thread splits a sibling leaf into that parent, filling it,
+    /// and then splits the parent, moving the cursor's leaf to a new inner
+    /// node. The cursor must see the parent's version change and descend.
+    #[test]
+    fn cursor_split_races_a_split_of_its_parent() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(1);
+        b.max_branches = 100_000;
+        b.check(|| {
+            let t = Arc::new(Tree::new());
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            // Appends: a root with 11 separators over 11 full leaves and a
+            // last one of 11 keys.
+            let n = (INNER_WIDTH as u64 - 1) * LEAF_WIDTH as u64 + LEAF_WIDTH as u64 - 1;
+            for i in 1..=n {
+                assert!(matches!(
+                    t.insert(&key(10 * i), i, &mut g),
+                    Insert::Inserted(_)
+                ));
+            }
+            let loader = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    // SAFETY: only LeakGuards on this tree.
+                    let mut g = unsafe { LeakGuard::new() };
+                    let mut c = t.cursor();
+                    // Fills the last leaf (a descent: the cursor learns the
+                    // root as its parent), then splits it.
+                    for i in [n + 1, n + 2] {
+                        assert!(matches!(
+                            c.insert(&key(10 * i), i, &mut g),
+                            Insert::Inserted(_)
+                        ));
+                    }
+                })
+            };
+            let other = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    // SAFETY: only LeakGuards on this tree.
+                    let mut g = unsafe { LeakGuard::new() };
+                    // Splits a full leaf (the root fills up), then splits
+                    // the root on the way down.
+                    for k in [15, 25] {
+                        assert!(matches!(t.insert(&key(k), 0, &mut g), Insert::Inserted(_)));
+                    }
+                })
+            };
+            loader.join().unwrap();
+            other.join().unwrap();
+            let s = check(&t);
+            assert_eq!(s.keys.len(), n as usize + 4);
+        });
+    }
+
+    /// A cursor inserts into the leaf it remembers while another thread
+    /// splits that leaf: the cursor must notice (version or fence) and
+    /// put its key in the right half.
+    #[test]
+    fn cursor_insert_races_a_split_of_its_leaf() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.max_branches = 100_000;
+        b.check(|| {
+            let t = Arc::new(Tree::new());
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            for i in 1..=11 {
+                assert!(matches!(
+                    t.insert(&key(10 * i), i, &mut g),
+                    Insert::Inserted(_)
+                ));
+            }
+            let loader = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    // SAFETY: only LeakGuards on this tree.
+                    let mut g = unsafe { LeakGuard::new() };
+                    let mut c = t.cursor();
+                    for k in [111, 112] {
+                        assert!(matches!(c.insert(&key(k), 0, &mut g), Insert::Inserted(_)));
+                    }
+                })
+            };
+            let other = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    // SAFETY: only LeakGuards on this tree.
+                    let mut g = unsafe { LeakGuard::new() };
+                    // Splits the leaf once it is full.
+                    assert!(matches!(t.insert(&key(1), 0, &mut g), Insert::Inserted(_)));
+                })
+            };
+            loader.join().unwrap();
+            other.join().unwrap();
+            let s = check(&t);
+            assert_eq!(s.keys.len(), 14);
+        });
     }
 }

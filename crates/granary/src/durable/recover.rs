@@ -37,9 +37,10 @@ use super::format::{
     CURRENT_LOG, LOG_FILE_HEADER,
 };
 use super::{fp, sync_dir};
-use crate::db::{Database, TableId};
+use crate::db::{Database, Shared, TableId};
 use crate::error::Error;
 use crate::tid::Tid;
+use granary_index::Cursor;
 
 /// One log file, as found on disk.
 #[derive(Clone, Debug)]
@@ -563,12 +564,34 @@ fn parallel(
     Ok(totals.into_inner().expect("lock"))
 }
 
+fn unknown_table(path: &Path, at: u64, t: u32) -> Error {
+    corrupt(path, at, format!("record for unknown table {t}"))
+}
+
 fn table_id(path: &Path, at: u64, t: u32, w: &crate::Worker) -> Result<TableId, Error> {
     let id = TableId(t);
     w.shared
         .table(id)
         .map(|_| id)
-        .map_err(|_| corrupt(path, at, format!("record for unknown table {t}")))
+        .map_err(|_| unknown_table(path, at, t))
+}
+
+/// Table `t`'s insert cursor, made on first use; `None` if there is no
+/// such table.
+fn cursor_for<'c, 's>(
+    cursors: &'c mut Vec<Option<Cursor<'s>>>,
+    shared: &'s Shared,
+    t: u32,
+) -> Option<&'c mut Cursor<'s>> {
+    let i = t as usize;
+    if cursors.get(i).is_none_or(Option::is_none) {
+        let tree = &shared.table(TableId(t)).ok()?.tree;
+        if cursors.len() <= i {
+            cursors.resize_with(i + 1, || None);
+        }
+        cursors[i] = Some(tree.cursor());
+    }
+    cursors[i].as_mut()
 }
 
 /// Load one checkpoint file, block by block through `buf`.
@@ -595,6 +618,12 @@ fn load_part(
     let mut at = 0u64;
     let mut records = 0u64;
     let mut blocks = 0u64;
+    // One insert cursor per table, kept across blocks: a file holds each
+    // table's keys in ascending runs (a checkpointer walks its key range of
+    // every table in order, SiloR §4.2), so most keys go into the leaf the
+    // previous one went into, or the next (SiloR §5.1's locality).
+    let shared = w.shared.clone();
+    let mut cursors: Vec<Option<Cursor<'_>>> = Vec::new();
     while at < size {
         let h = header_at(&f, at, size, BLOCK_MAGIC_CKPT)
             .map_err(|e| io("read", e))?
@@ -609,11 +638,13 @@ fn load_part(
             if bad.is_some() {
                 return;
             }
-            match table_id(path, at, t, w) {
-                // Checkpointed keys are mostly new to the tree.
-                Ok(id) => w.recover_put(id, k, Tid(tid).id(), Some(v), true),
-                Err(e) => bad = Some(e),
-            }
+            let Some(c) = cursor_for(&mut cursors, &shared, t) else {
+                bad = Some(unknown_table(path, at, t));
+                return;
+            };
+            // Checkpointed keys are new to the tree (each is in one file,
+            // once); were one not, `recover_put` keeps the newest TID.
+            w.recover_put(TableId(t), k, Tid(tid).id(), Some(v), Some(c));
             n += 1;
         });
         w.unpin();
@@ -683,7 +714,7 @@ fn replay_block(
                 if let (None, Some(d)) = (wr.value, deleted.get(wr.table as usize)) {
                     d.store(true, Ordering::Relaxed);
                 }
-                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, false);
+                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, None);
             }
             Err(e) => bad = Some(e),
         }
