@@ -151,7 +151,7 @@ impl Tpcc {
     }
 }
 
-fn all(t: &Tables) -> [TableId; 12] {
+fn all(t: &Tables) -> [TableId; 11] {
     [
         t.warehouse,
         t.district,
@@ -164,7 +164,6 @@ fn all(t: &Tables) -> [TableId; 12] {
         t.order_line,
         t.item,
         t.stock,
-        t.stock_data,
     ]
 }
 

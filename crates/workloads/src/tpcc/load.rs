@@ -7,8 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use granary::{Engine, Error, Tx, TxRunner};
 
 use super::rows::{
-    key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, StockData, Str,
-    Warehouse,
+    key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
 };
 use super::{
     astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, TpccConfig, C_LAST_LOAD,
@@ -61,7 +60,7 @@ impl<R: TxRunner> Batch<'_, R> {
 pub(super) fn total_rows(c: &TpccConfig) -> u64 {
     let (items, orders) = (c.items() as u64, c.orders() as u64);
     let per_d = c.customers() as u64 * 3 + orders * 11 + orders - c.first_undelivered() as u64 + 1;
-    items + c.warehouses as u64 * (1 + 2 * items + DISTRICTS as u64 * (1 + per_d))
+    items + c.warehouses as u64 * (1 + items + DISTRICTS as u64 * (1 + per_d))
 }
 
 pub(super) fn create_tables<E: Engine>(e: &E) -> Result<Tables, Error> {
@@ -84,7 +83,6 @@ pub(super) fn make_tables(
         order_line: f("order_line")?,
         item: f("item")?,
         stock: f("stock")?,
-        stock_data: f("stock_data")?,
     })
 }
 
@@ -206,21 +204,18 @@ fn load_warehouse<R: TxRunner>(
     b.add(t.warehouse, &key::warehouse(w), &v)?;
 
     for i in 1..=cfg.items() {
-        Stock {
+        let mut st = Stock {
             quantity: uniform(rng, 10, 100),
             ..Stock::default()
-        }
-        .encode(&mut v);
-        b.add(t.stock, &key::stock(w, i), &v)?;
-        let mut sd = StockData::default();
-        for d in &mut sd.dist {
+        };
+        for d in &mut st.dist {
             astring(rng, 24, 24, &mut s);
             *d = Str::new(&s);
         }
         data_field(rng, 26, 50, &mut s);
-        sd.data = Str::new(&s);
-        sd.encode(&mut v);
-        b.add(t.stock_data, &key::stock(w, i), &v)?;
+        st.data = Str::new(&s);
+        st.encode(&mut v);
+        b.add(t.stock, &key::stock(w, i), &v)?;
     }
 
     let since = now();

@@ -1,5 +1,5 @@
 //! TPC-C (spec revision 5.11), as Silo §5.3 runs it: all nine tables at
-//! full row width (STOCK split in two, as in Silo's `tpcc.cc`), the customer-by-last-name and order-by-customer
+//! full row width, the customer-by-last-name and order-by-customer
 //! secondary indexes, the five transactions in the standard 45/43/4/4/4
 //! mix with NURand inputs, 1% remote new-order items, 15% remote payments
 //! and 1% rolled-back new-orders. Each thread is bound to a home warehouse
@@ -141,8 +141,7 @@ const ORDER_STATUS: usize = 2;
 const DELIVERY: usize = 3;
 const STOCK_LEVEL: usize = 4;
 
-/// The nine tables (STOCK split in two, as Silo splits it) and two
-/// indexes.
+/// The nine tables and two indexes.
 #[derive(Clone, Copy, Debug)]
 pub struct Tables {
     pub warehouse: TableId,
@@ -156,7 +155,6 @@ pub struct Tables {
     pub order_line: TableId,
     pub item: TableId,
     pub stock: TableId,
-    pub stock_data: TableId,
 }
 
 /// The workload: configuration, tables once loaded, FastIds counters.

@@ -241,24 +241,13 @@ row!(
 );
 
 row!(
-    /// STOCK (1.3.9), the columns new-order updates. The spec's STOCK is
-    /// split vertically, as Silo's `tpcc.cc` splits it (`stock` and
-    /// `stock_data`; clause 1.6 allows partitioning): a
-    /// new-order then rewrites and logs a 20-byte row per item, not the
-    /// whole 332-byte one.
+    /// STOCK (1.3.9).
     Stock {
         quantity: u32,
+        dist: [Str<24>; 10],
         ytd: u64,
         order_cnt: u32,
         remote_cnt: u32,
-    }
-);
-
-row!(
-    /// STOCK (1.3.9), the columns no transaction writes: S_DIST_01..10
-    /// and S_DATA, under the same key as [`Stock`].
-    StockData {
-        dist: [Str<24>; 10],
         data: Str<50>,
     }
 );
@@ -277,27 +266,6 @@ impl Stock {
     pub fn quantity_of(b: &[u8]) -> Result<u32, TxError> {
         let mut b = b;
         u32::get(&mut b).ok_or_else(|| corrupt("Stock"))
-    }
-}
-
-impl StockData {
-    /// The prefix of a stock-data row that holds S_DIST_xx of district
-    /// `d` (1-based): new-order copies only that much.
-    pub const fn dist_prefix(d: u8) -> usize {
-        d as usize * (2 + 24)
-    }
-
-    /// S_DIST_xx of district `d` (1-based) out of a row prefix of at
-    /// least [`StockData::dist_prefix`]`(d)` bytes.
-    ///
-    /// # Errors
-    /// A user error if `d` is not a district (1..=10), or the bytes are
-    /// too short or not such a field.
-    #[inline]
-    pub fn dist_of(b: &[u8], d: u8) -> Result<Str<24>, TxError> {
-        let at = (1..=10).contains(&d).then(|| (d as usize - 1) * (2 + 24));
-        let mut f = at.and_then(|at| b.get(at..)).unwrap_or(&[]);
-        Str::<24>::get(&mut f).ok_or_else(|| corrupt("StockData"))
     }
 }
 
@@ -441,39 +409,20 @@ mod tests {
 
     #[test]
     fn rows_round_trip_and_reject_garbage() {
-        let s = Stock {
+        let mut s = Stock {
             quantity: 42,
             ytd: 7,
+            data: Str::new(b"ORIGINAL"),
             ..Stock::default()
         };
+        s.dist[3] = Str::new(b"abcdefghijklmnopqrstuvwxyz");
         let mut buf = Vec::new();
         s.encode(&mut buf);
-        assert_eq!(buf.len(), 20, "the updated half of STOCK stays small");
+        let back = Stock::decode(&buf).unwrap();
         assert_eq!(Stock::quantity_of(&buf).unwrap(), 42);
-        assert_eq!(Stock::decode(&buf).unwrap(), s);
-        assert!(Stock::decode(&buf[..buf.len() - 1]).is_err());
-        let mut sd = StockData {
-            data: Str::new(b"ORIGINAL"),
-            ..StockData::default()
-        };
-        sd.dist[3] = Str::new(b"abcdefghijklmnopqrstuvwxyz");
-        sd.dist[9] = Str::new(b"last");
-        sd.encode(&mut buf);
-        let back = StockData::decode(&buf).unwrap();
-        assert_eq!(back, sd);
+        assert_eq!(back, s);
         assert_eq!(back.dist[3].as_bytes(), b"abcdefghijklmnopqrstuvwx");
-        assert!(StockData::decode(&buf[..buf.len() - 1]).is_err());
-        // S_DIST_xx out of just the prefix new-order copies.
-        for d in 1..=10u8 {
-            let prefix = &buf[..StockData::dist_prefix(d)];
-            assert_eq!(
-                StockData::dist_of(prefix, d).unwrap(),
-                sd.dist[d as usize - 1]
-            );
-            assert!(StockData::dist_of(&prefix[..prefix.len() - 1], d).is_err());
-        }
-        assert!(StockData::dist_of(&buf, 0).is_err());
-        assert!(StockData::dist_of(&buf, 11).is_err());
+        assert!(Stock::decode(&buf[..buf.len() - 1]).is_err());
         let c = Customer::default();
         c.encode(&mut buf);
         assert!(buf.len() > 600, "full-width customer row: {}", buf.len());

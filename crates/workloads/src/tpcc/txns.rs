@@ -7,8 +7,8 @@ use std::time::Instant;
 use granary::{Engine, Error, ReadOnly, Tx, TxError, TxRunner};
 
 use super::rows::{
-    corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, StockData,
-    Str, Warehouse,
+    corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str,
+    Warehouse,
 };
 use super::{
     last_name_str, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID,
@@ -249,14 +249,9 @@ impl Tpcc {
                 if supply != w {
                     st.remote_cnt += 1;
                 }
+                let dist_info = st.dist[d as usize - 1];
                 st.encode(buf);
                 tx.put(t.stock, &sk, buf)?;
-                // S_DIST_xx comes from the read-only half of the stock row;
-                // copy only the prefix that holds it.
-                let dist_info = match tx.get_prefix(t.stock_data, &sk, StockData::dist_prefix(d))? {
-                    Some(v) => StockData::dist_of(v, d)?,
-                    None => return Err(corrupt("stock_data")),
-                };
                 let amount = q as i64 * item.price;
                 total += amount;
                 OrderLine {
