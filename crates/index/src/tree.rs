@@ -1774,6 +1774,38 @@ mod loom_tests {
         i.to_be_bytes()
     }
 
+    /// A tree holding keys `10·i` for `i` in `1..=n` (appended in order).
+    fn tree_of(n: u64) -> Arc<Tree> {
+        let t = Arc::new(Tree::new());
+        // SAFETY: only LeakGuards on this tree.
+        let mut g = unsafe { LeakGuard::new() };
+        for i in 1..=n {
+            assert!(matches!(
+                t.insert(&key(10 * i), i, &mut g),
+                Insert::Inserted(_)
+            ));
+        }
+        t
+    }
+
+    /// A thread inserting `keys` in order, through one cursor if `cursor`,
+    /// else with plain inserts; each must be new.
+    fn inserter(t: &Arc<Tree>, keys: Vec<u64>, cursor: bool) -> loom::thread::JoinHandle<()> {
+        let t = t.clone();
+        loom::thread::spawn(move || {
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            let mut c = t.cursor();
+            for k in keys {
+                let r = match cursor {
+                    true => c.insert(&key(k), k, &mut g),
+                    false => t.insert(&key(k), k, &mut g),
+                };
+                assert!(matches!(r, Insert::Inserted(_)));
+            }
+        })
+    }
+
     /// A cursor splits its leaf under the parent it remembers, while
     /// another thread splits a sibling leaf into that parent, filling it,
     /// and then splits the parent, moving the cursor's leaf to a new inner
@@ -1784,46 +1816,16 @@ mod loom_tests {
         b.preemption_bound = Some(1);
         b.max_branches = 100_000;
         b.check(|| {
-            let t = Arc::new(Tree::new());
-            // SAFETY: only LeakGuards on this tree.
-            let mut g = unsafe { LeakGuard::new() };
             // Appends: a root with 11 separators over 11 full leaves and a
             // last one of 11 keys.
             let n = (INNER_WIDTH as u64 - 1) * LEAF_WIDTH as u64 + LEAF_WIDTH as u64 - 1;
-            for i in 1..=n {
-                assert!(matches!(
-                    t.insert(&key(10 * i), i, &mut g),
-                    Insert::Inserted(_)
-                ));
-            }
-            let loader = {
-                let t = t.clone();
-                loom::thread::spawn(move || {
-                    // SAFETY: only LeakGuards on this tree.
-                    let mut g = unsafe { LeakGuard::new() };
-                    let mut c = t.cursor();
-                    // Fills the last leaf (a descent: the cursor learns the
-                    // root as its parent), then splits it.
-                    for i in [n + 1, n + 2] {
-                        assert!(matches!(
-                            c.insert(&key(10 * i), i, &mut g),
-                            Insert::Inserted(_)
-                        ));
-                    }
-                })
-            };
-            let other = {
-                let t = t.clone();
-                loom::thread::spawn(move || {
-                    // SAFETY: only LeakGuards on this tree.
-                    let mut g = unsafe { LeakGuard::new() };
-                    // Splits a full leaf (the root fills up), then splits
-                    // the root on the way down.
-                    for k in [15, 25] {
-                        assert!(matches!(t.insert(&key(k), 0, &mut g), Insert::Inserted(_)));
-                    }
-                })
-            };
+            let t = tree_of(n);
+            // Fills the last leaf (a descent: the cursor learns the root as
+            // its parent), then splits it.
+            let loader = inserter(&t, vec![10 * (n + 1), 10 * (n + 2)], true);
+            // Splits a full leaf (the root fills up), then splits the root
+            // on the way down.
+            let other = inserter(&t, vec![15, 25], false);
             loader.join().unwrap();
             other.join().unwrap();
             let s = check(&t);
@@ -1840,35 +1842,10 @@ mod loom_tests {
         b.preemption_bound = Some(2);
         b.max_branches = 100_000;
         b.check(|| {
-            let t = Arc::new(Tree::new());
-            // SAFETY: only LeakGuards on this tree.
-            let mut g = unsafe { LeakGuard::new() };
-            for i in 1..=11 {
-                assert!(matches!(
-                    t.insert(&key(10 * i), i, &mut g),
-                    Insert::Inserted(_)
-                ));
-            }
-            let loader = {
-                let t = t.clone();
-                loom::thread::spawn(move || {
-                    // SAFETY: only LeakGuards on this tree.
-                    let mut g = unsafe { LeakGuard::new() };
-                    let mut c = t.cursor();
-                    for k in [111, 112] {
-                        assert!(matches!(c.insert(&key(k), 0, &mut g), Insert::Inserted(_)));
-                    }
-                })
-            };
-            let other = {
-                let t = t.clone();
-                loom::thread::spawn(move || {
-                    // SAFETY: only LeakGuards on this tree.
-                    let mut g = unsafe { LeakGuard::new() };
-                    // Splits the leaf once it is full.
-                    assert!(matches!(t.insert(&key(1), 0, &mut g), Insert::Inserted(_)));
-                })
-            };
+            let t = tree_of(11);
+            let loader = inserter(&t, vec![111, 112], true);
+            // Splits the leaf once it is full.
+            let other = inserter(&t, vec![1], false);
             loader.join().unwrap();
             other.join().unwrap();
             let s = check(&t);
