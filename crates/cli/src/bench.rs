@@ -66,6 +66,11 @@ pub struct DurableArgs {
     /// them in parallel).
     #[arg(long, default_value_t = 2, requires = "durable")]
     pub checkpoint_threads: usize,
+    /// Write log files through the page cache instead of with O_DIRECT
+    /// (for comparison; O_DIRECT is used only where the file system
+    /// supports it anyway).
+    #[arg(long, requires = "durable")]
+    pub buffered_io: bool,
 }
 
 impl DurableArgs {
@@ -93,7 +98,8 @@ impl DurableArgs {
             .loggers(self.loggers)
             .wait_for_durable(false)
             .checkpoint_interval(every)
-            .checkpoint_threads(self.checkpoint_threads);
+            .checkpoint_threads(self.checkpoint_threads)
+            .direct_io(!self.buffered_io);
         Database::open(dir, o).map_err(|e| e.to_string())
     }
 }

@@ -60,6 +60,12 @@ pub struct Options {
     /// Buffers per worker; a worker whose buffers are all waiting for
     /// their logger blocks (backpressure).
     pub log_buffers_per_worker: usize,
+    /// `true` (default): write log files with `O_DIRECT` where the file
+    /// system supports it (Linux), so the kernel writes from the log
+    /// buffers instead of copying them into its page cache first; `false`,
+    /// or a file system without it: ordinary buffered writes. Either way
+    /// every log write is 4 KiB-aligned (docs/FORMAT.md).
+    pub direct_io: bool,
     /// `true` (default): `run` returns only once the transaction is
     /// durable. `false`: it returns at commit; wait with
     /// [`Database::wait_durable`] on [`Worker::commit_token`](crate::Worker::commit_token).
@@ -89,6 +95,7 @@ impl Default for Options {
             loggers: 1,
             log_buffer_bytes: 512 << 10,
             log_buffers_per_worker: 8,
+            direct_io: true,
             wait_for_durable: true,
             checkpoint_interval: None,
             checkpoint_threads: 2,
@@ -133,6 +140,10 @@ impl Options {
     }
     pub fn log_buffers_per_worker(mut self, n: usize) -> Self {
         self.log_buffers_per_worker = n;
+        self
+    }
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
         self
     }
     pub fn wait_for_durable(mut self, on: bool) -> Self {

@@ -142,18 +142,37 @@ pub fn log_record_len<'a>(writes: impl Iterator<Item = (&'a [u8], Option<&'a [u8
         .sum::<usize>()
 }
 
-pub fn put_log_header(out: &mut Vec<u8>, tid: u64, writes: u32) {
-    out.extend_from_slice(&tid.to_le_bytes());
-    out.extend_from_slice(&writes.to_le_bytes());
+pub fn put_log_header(out: &mut impl Sink, tid: u64, writes: u32) {
+    out.put(&tid.to_le_bytes());
+    out.put(&writes.to_le_bytes());
 }
 
-pub fn put_log_write(out: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u8]>) {
-    out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&value.map_or(DELETE, |v| v.len() as u32).to_le_bytes());
-    out.extend_from_slice(key);
+pub fn put_log_write(out: &mut impl Sink, table: u32, key: &[u8], value: Option<&[u8]>) {
+    out.put(&table.to_le_bytes());
+    out.put(&(key.len() as u16).to_le_bytes());
+    out.put(&value.map_or(DELETE, |v| v.len() as u32).to_le_bytes());
+    out.put(key);
     if let Some(v) = value {
-        out.extend_from_slice(v);
+        out.put(v);
+    }
+}
+
+/// Where log records are appended: a `Vec`, or a log buffer.
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for super::abuf::AlignedBuf {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 }
 
@@ -238,35 +257,93 @@ pub fn decode_ckpt_payload<'a>(
 
 // ------------------------------------------------------ log file header
 
+/// The alignment of every write to a log file (`O_DIRECT` needs the file
+/// offset, the length and the memory of each write aligned).
+pub const IO_ALIGN: usize = 4096;
+
 /// Every log file starts with this 32-byte header:
 ///
 /// ```text
-/// 0   magic       8 bytes  "GRLOGv01"
+/// 0   magic       8 bytes  "GRLOGv02" (or "GRLOGv01")
 /// 8   logger      u32
-/// 12  reserved    u32      0
+/// 12  align       u32      v02: blocks start at multiples of this; v01: 0
 /// 16  generation  u64      per logger, +1 for each new file
 /// 24  reserved    u32      0
 /// 28  crc         u32      CRC of bytes 0..28
 /// ```
+///
+/// A v02 file's header is followed by zeros up to `align`, where its first
+/// block starts; each block is followed by zeros up to the next multiple
+/// of `align`. A v01 file (written before granary used `O_DIRECT`) has
+/// its blocks back to back from byte 32. Readers accept both.
 pub const LOG_FILE_HEADER: usize = 32;
-pub const LOG_FILE_MAGIC: &[u8; 8] = b"GRLOGv01";
+pub const LOG_FILE_MAGIC: &[u8; 8] = b"GRLOGv02";
+pub const LOG_FILE_MAGIC_V1: &[u8; 8] = b"GRLOGv01";
 
+/// A v02 header with alignment [`IO_ALIGN`].
 pub fn encode_log_file_header(logger: u32, generation: u64) -> [u8; LOG_FILE_HEADER] {
     let mut h = [0u8; LOG_FILE_HEADER];
     h[0..8].copy_from_slice(LOG_FILE_MAGIC);
     h[8..12].copy_from_slice(&logger.to_le_bytes());
+    h[12..16].copy_from_slice(&(IO_ALIGN as u32).to_le_bytes());
     h[16..24].copy_from_slice(&generation.to_le_bytes());
     let c = crc(&h[0..28]);
     h[28..32].copy_from_slice(&c.to_le_bytes());
     h
 }
 
-/// `(logger, generation)`, or `None` if the header is damaged.
-pub fn decode_log_file_header(h: &[u8]) -> Option<(u32, u64)> {
-    if h.len() < LOG_FILE_HEADER || &h[0..8] != LOG_FILE_MAGIC || crc(&h[0..28]) != u32_at(h, 28) {
+/// A decoded log file header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogFileHeader {
+    pub logger: u32,
+    pub generation: u64,
+    /// Blocks start at multiples of this (v02), or directly after each
+    /// other from byte 32 (v01: 0).
+    pub align: u32,
+}
+
+impl LogFileHeader {
+    /// Where the first block starts.
+    pub fn first_block(&self) -> u64 {
+        if self.align == 0 {
+            LOG_FILE_HEADER as u64
+        } else {
+            u64::from(self.align)
+        }
+    }
+
+    /// Where the block after one ending at `end` starts.
+    pub fn next_block(&self, end: u64) -> u64 {
+        if self.align == 0 {
+            end
+        } else {
+            end.div_ceil(u64::from(self.align)) * u64::from(self.align)
+        }
+    }
+}
+
+/// The header, or `None` if it is damaged (or of an unknown version).
+pub fn decode_log_file_header(h: &[u8]) -> Option<LogFileHeader> {
+    if h.len() < LOG_FILE_HEADER || crc(&h[0..28]) != u32_at(h, 28) {
         return None;
     }
-    Some((u32_at(h, 8), u64_at(h, 16)))
+    let align = match &h[0..8] {
+        m if m == LOG_FILE_MAGIC => {
+            let a = u32_at(h, 12);
+            // A power of two from 512 B to 1 MiB.
+            if !a.is_power_of_two() || !(512..=1 << 20).contains(&a) {
+                return None;
+            }
+            a
+        }
+        m if m == LOG_FILE_MAGIC_V1 => 0,
+        _ => return None,
+    };
+    Some(LogFileHeader {
+        logger: u32_at(h, 8),
+        generation: u64_at(h, 16),
+        align,
+    })
 }
 
 // ---------------------------------------------------------------- pepoch
@@ -277,7 +354,7 @@ pub fn decode_log_file_header(h: &[u8]) -> Option<(u32, u64)> {
 ///
 /// ```text
 /// 0   magic     u32  "GRPE"
-/// 4   version   u32  1
+/// 4   version   u32  2 (1: the log files it names are v01 files)
 /// 8   seq       u64  write counter
 /// 16  epoch     u64  e_p: every transaction of epoch ≤ e_p is durable
 /// 24  loggers   u32  n
@@ -290,9 +367,13 @@ pub const PEPOCH_SLOT: usize = 512;
 pub const PEPOCH_MAGIC: u32 = u32::from_le_bytes(*b"GRPE");
 /// The most loggers whose positions fit in one pepoch slot.
 pub const MAX_LOGGERS: usize = (PEPOCH_SLOT - 36) / 16;
+/// The version granary writes: its positions name v02 log files.
+pub const PEPOCH_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pepoch {
+    /// 2, or 1 if it was written by a granary that wrote v01 log files.
+    pub version: u32,
     pub seq: u64,
     pub epoch: u64,
     /// Per logger: (generation, durable length) of its log file.
@@ -303,7 +384,7 @@ impl Pepoch {
     pub fn encode(&self) -> [u8; PEPOCH_SLOT] {
         let mut s = [0u8; PEPOCH_SLOT];
         s[0..4].copy_from_slice(&PEPOCH_MAGIC.to_le_bytes());
-        s[4..8].copy_from_slice(&1u32.to_le_bytes());
+        s[4..8].copy_from_slice(&self.version.to_le_bytes());
         s[8..16].copy_from_slice(&self.seq.to_le_bytes());
         s[16..24].copy_from_slice(&self.epoch.to_le_bytes());
         s[24..28].copy_from_slice(&(self.positions.len() as u32).to_le_bytes());
@@ -319,7 +400,7 @@ impl Pepoch {
     }
 
     pub fn decode(s: &[u8]) -> Option<Pepoch> {
-        if s.len() < 36 || u32_at(s, 0) != PEPOCH_MAGIC || u32_at(s, 4) != 1 {
+        if s.len() < 36 || u32_at(s, 0) != PEPOCH_MAGIC || !matches!(u32_at(s, 4), 1 | 2) {
             return None;
         }
         let n = u32_at(s, 24) as usize;
@@ -334,10 +415,21 @@ impl Pepoch {
             .map(|i| (u64_at(s, 32 + 16 * i), u64_at(s, 40 + 16 * i)))
             .collect();
         Some(Pepoch {
+            version: u32_at(s, 4),
             seq: u64_at(s, 8),
             epoch: u64_at(s, 16),
             positions,
         })
+    }
+
+    /// The length of a log file with no blocks, in the format of the
+    /// files this pepoch names.
+    pub fn empty_log_len(&self) -> u64 {
+        if self.version == 1 {
+            LOG_FILE_HEADER as u64
+        } else {
+            IO_ALIGN as u64
+        }
     }
 
     /// The current value in a two-slot pepoch file's bytes.
@@ -625,11 +717,13 @@ mod tests {
     #[test]
     fn pepoch_slots() {
         let a = Pepoch {
+            version: 1,
             seq: 4,
             epoch: 10,
             positions: vec![(1, 100), (2, 200)],
         };
         let b = Pepoch {
+            version: PEPOCH_VERSION,
             seq: 5,
             epoch: 11,
             positions: vec![(1, 150), (2, 250)],
@@ -639,9 +733,43 @@ mod tests {
         assert_eq!(Pepoch::decode_file(&f), Some(b.clone()));
         // A torn newer slot leaves the older one.
         f[PEPOCH_SLOT + 20] ^= 1;
-        assert_eq!(Pepoch::decode_file(&f), Some(a));
+        assert_eq!(Pepoch::decode_file(&f), Some(a.clone()));
         f[20] ^= 1;
         assert_eq!(Pepoch::decode_file(&f), None);
+        assert_eq!(a.empty_log_len(), LOG_FILE_HEADER as u64);
+        assert_eq!(b.empty_log_len(), IO_ALIGN as u64);
+    }
+
+    #[test]
+    fn log_file_headers_of_both_versions() {
+        let h = encode_log_file_header(3, 17);
+        let d = decode_log_file_header(&h).unwrap();
+        assert_eq!((d.logger, d.generation, d.align), (3, 17, IO_ALIGN as u32));
+        assert_eq!(d.first_block(), IO_ALIGN as u64);
+        assert_eq!(d.next_block(IO_ALIGN as u64 + 1), 2 * IO_ALIGN as u64);
+        assert_eq!(d.next_block(2 * IO_ALIGN as u64), 2 * IO_ALIGN as u64);
+        // v01: blocks back to back from byte 32.
+        let mut v1 = h;
+        v1[0..8].copy_from_slice(LOG_FILE_MAGIC_V1);
+        v1[12..16].fill(0);
+        let c = crc(&v1[0..28]);
+        v1[28..32].copy_from_slice(&c.to_le_bytes());
+        let d1 = decode_log_file_header(&v1).unwrap();
+        assert_eq!((d1.align, d1.first_block(), d1.next_block(77)), (0, 32, 77));
+        // A v02 alignment that is not a power of two in [512, 1 MiB].
+        for bad in [0u32, 100, 256, 3 << 12, 2 << 20] {
+            let mut x = h;
+            x[12..16].copy_from_slice(&bad.to_le_bytes());
+            let c = crc(&x[0..28]);
+            x[28..32].copy_from_slice(&c.to_le_bytes());
+            assert_eq!(decode_log_file_header(&x), None, "align {bad}");
+        }
+        let mut x = h;
+        x[7] = b'3';
+        let c = crc(&x[0..28]);
+        x[28..32].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(decode_log_file_header(&x), None, "unknown version");
+        assert_eq!(decode_log_file_header(&h[..31]), None);
     }
 
     #[test]

@@ -33,8 +33,9 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::abuf::{round_up, AlignedBuf};
 use super::format::{
-    self, BlockHeader, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, LOG_FILE_HEADER,
+    self, BlockHeader, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
 };
 use super::{fp, sync_dir, Durable};
 use crate::epoch::Epochs;
@@ -43,9 +44,10 @@ use crate::epoch::Epochs;
 pub const ROTATE_EPOCHS: u64 = 100;
 
 /// A log buffer: one block being filled. `data` starts with room for the
-/// block header, written when the buffer is sealed.
+/// block header, written when the buffer is sealed; its memory is aligned
+/// for `O_DIRECT`.
 pub(crate) struct LogBuf {
-    data: Vec<u8>,
+    data: AlignedBuf,
     epoch: u64,
     count: u32,
     slot: u32,
@@ -53,8 +55,9 @@ pub(crate) struct LogBuf {
 
 impl LogBuf {
     fn new(cap: usize, slot: u32) -> LogBuf {
-        let mut data = Vec::with_capacity(cap);
-        data.resize(BLOCK_HEADER, 0);
+        // Room for the padding `seal` adds, so sealing never reallocates.
+        let mut data = AlignedBuf::with_capacity(cap + IO_ALIGN);
+        data.resize_zeroed(BLOCK_HEADER);
         LogBuf {
             data,
             epoch: 0,
@@ -68,18 +71,20 @@ impl LogBuf {
     }
 
     fn reset(&mut self, standard: usize) {
-        if self.data.capacity() > 2 * standard {
+        if self.data.capacity() > 2 * (standard + IO_ALIGN) {
             // A transaction bigger than a buffer grew this one: shrink back.
-            self.data = Vec::with_capacity(standard);
+            self.data = AlignedBuf::with_capacity(standard + IO_ALIGN);
         }
-        self.data.clear();
-        self.data.resize(BLOCK_HEADER, 0);
+        self.data.resize_zeroed(0);
+        self.data.resize_zeroed(BLOCK_HEADER);
         self.count = 0;
     }
 
-    /// Write the block header over the reserved bytes.
+    /// Write the block header over the reserved bytes, then pad the block
+    /// with zeros to a multiple of `IO_ALIGN`, so it can be written with
+    /// `O_DIRECT` and the next block starts aligned (docs/FORMAT.md).
     fn seal(&mut self) {
-        let body = &self.data[BLOCK_HEADER..];
+        let body = &self.data.as_slice()[BLOCK_HEADER..];
         let h = BlockHeader {
             magic: BLOCK_MAGIC_LOG,
             len: body.len() as u32,
@@ -88,7 +93,8 @@ impl LogBuf {
             count: self.count,
             body_crc: format::crc(body),
         };
-        self.data[..BLOCK_HEADER].copy_from_slice(&h.encode());
+        self.data.as_mut_slice()[..BLOCK_HEADER].copy_from_slice(&h.encode());
+        self.data.resize_zeroed(round_up(self.data.len()));
     }
 }
 
@@ -231,6 +237,29 @@ impl Durable {
     }
 }
 
+/// Create (or truncate) a log file for writing; with `direct`, opened with
+/// `O_DIRECT` if the file system takes it (tmpfs, for one, may not: then
+/// buffered). Every write to it is a multiple of `IO_ALIGN` bytes, from
+/// `IO_ALIGN`-aligned memory, at an aligned offset.
+fn open_for_log(path: &Path, direct: bool) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.create(true).write(true).truncate(true);
+    #[cfg(target_os = "linux")]
+    if direct {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut d = o.clone();
+        d.custom_flags(libc::O_DIRECT);
+        match d.open(path) {
+            Ok(f) => return Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = direct;
+    o.open(path)
+}
+
 /// A logger's open file.
 pub(crate) struct LogFile {
     dir: PathBuf,
@@ -243,23 +272,22 @@ pub(crate) struct LogFile {
 }
 
 impl LogFile {
-    /// Start `data.log` with generation `g`, durably.
-    fn create(dir: &Path, logger: u32, g: u64) -> io::Result<LogFile> {
+    /// Start `data.log` with generation `g`, durably: its header, padded
+    /// to `IO_ALIGN` (where the first block starts).
+    fn create(dir: &Path, logger: u32, g: u64, direct: bool) -> io::Result<LogFile> {
         fp("log-create")?;
-        let path = dir.join(CURRENT_LOG);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)?;
-        file.write_all(&format::encode_log_file_header(logger, g))?;
+        let mut file = open_for_log(&dir.join(CURRENT_LOG), direct)?;
+        let mut head = AlignedBuf::with_capacity(IO_ALIGN);
+        head.extend_from_slice(&format::encode_log_file_header(logger, g));
+        head.resize_zeroed(IO_ALIGN);
+        file.write_all(head.as_slice())?;
         file.sync_data()?;
         sync_dir(dir)?;
         Ok(LogFile {
             dir: dir.to_path_buf(),
             file,
             generation: g,
-            len: LOG_FILE_HEADER as u64,
+            len: IO_ALIGN as u64,
             min_epoch: u64::MAX,
             max_epoch: 0,
         })
@@ -284,7 +312,12 @@ pub(crate) struct LoggerStart {
 /// is created before any logger runs, so the first pepoch written names
 /// them all.
 pub(crate) fn create(d: &Durable, start: &LoggerStart) -> io::Result<LogFile> {
-    let file = LogFile::create(&start.dir, start.index as u32, start.generation)?;
+    let file = LogFile::create(
+        &start.dir,
+        start.index as u32,
+        start.generation,
+        d.direct_io,
+    )?;
     let mut p = d.loggers[start.index].position.lock();
     p.generation = file.generation;
     p.len = file.len;
@@ -365,7 +398,7 @@ impl Logger {
         if !self.batch.is_empty() {
             for b in &self.batch {
                 fp("log-write")?;
-                self.file.file.write_all(&b.data)?;
+                self.file.file.write_all(b.data.as_slice())?;
                 self.file.len += b.data.len() as u64;
                 self.file.min_epoch = self.file.min_epoch.min(b.epoch);
                 self.file.max_epoch = self.file.max_epoch.max(b.epoch);
@@ -375,9 +408,10 @@ impl Logger {
                 d.counters.blocks.fetch_add(1, Ordering::Relaxed);
             }
             // SiloR §3.4: buffers go back to their workers as soon as they
-            // are written (`write` copied them), not after the fsync, so a
-            // slow fsync (a checkpoint writing at the same time) does not
-            // turn into backpressure on the workers.
+            // are written (`write` has copied them, or with O_DIRECT the
+            // device has them), not after the fsync, so a slow fsync (a
+            // checkpoint writing at the same time) does not turn into
+            // backpressure on the workers.
             for b in self.batch.drain(..) {
                 d.recycle(b);
             }
@@ -394,6 +428,7 @@ impl Logger {
                 &self.file.dir.clone(),
                 self.index as u32,
                 self.file.generation + 1,
+                d.direct_io,
             )?;
         }
         {
@@ -460,6 +495,7 @@ impl PepochWriter {
         use std::os::unix::fs::FileExt;
         self.seq += 1;
         let rec = Pepoch {
+            version: format::PEPOCH_VERSION,
             seq: self.seq,
             epoch,
             positions: positions.iter().map(|p| (p.generation, p.len)).collect(),

@@ -14,6 +14,7 @@
 //! ckpt.<e_l>/MANIFEST      present once the checkpoint is complete
 //! ```
 
+mod abuf;
 pub mod checkpoint;
 pub mod format;
 pub(crate) mod log;
@@ -57,6 +58,8 @@ pub(crate) struct Durable {
     pub epoch_interval: Duration,
     pub buffer_bytes: usize,
     pub buffers_per_worker: usize,
+    /// Open log files with `O_DIRECT` where supported.
+    pub direct_io: bool,
     pub wait: bool,
     pub slots: Box<[SlotLog]>,
     pub loggers: Box<[LoggerShared]>,
@@ -109,6 +112,7 @@ impl Durable {
             epoch_interval: o.epoch_interval,
             buffer_bytes: o.log_buffer_bytes,
             buffers_per_worker: o.log_buffers_per_worker,
+            direct_io: o.direct_io,
             wait: o.wait_for_durable,
             slots: (0..o.max_workers).map(|_| SlotLog::new()).collect(),
             loggers: (0..o.loggers).map(|_| LoggerShared::new(start)).collect(),
@@ -354,6 +358,7 @@ struct Pepoch0 {
 impl Pepoch0 {
     fn bytes(&self) -> Vec<u8> {
         let p = format::Pepoch {
+            version: format::PEPOCH_VERSION,
             seq: 0,
             epoch: 0,
             positions: vec![(0, 0); self.loggers],

@@ -216,7 +216,7 @@ pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
             }
             logs.push(info);
         }
-        if !found_g && n > LOG_FILE_HEADER as u64 {
+        if !found_g && n > pepoch.empty_log_len() {
             return Err(corrupt(
                 &ldir,
                 0,
@@ -314,7 +314,7 @@ fn scan_log_file(
         tail: None,
         index: Vec::new(),
     };
-    let Some((lg, gen)) = format::decode_log_file_header(&head[..head_len]) else {
+    let Some(fh) = format::decode_log_file_header(&head[..head_len]) else {
         if is_current {
             // A file whose creation did not finish: never referenced.
             info.tail = Some("damaged or unfinished file header (whole file is tail)".into());
@@ -322,6 +322,7 @@ fn scan_log_file(
         }
         return Err(corrupt(path, 0, "damaged log file header"));
     };
+    let (lg, gen) = (fh.logger, fh.generation);
     if lg as usize != logger {
         return Err(corrupt(
             path,
@@ -351,7 +352,7 @@ fn scan_log_file(
     };
     let damaged = |at: u64, w: &str| corrupt(path, at, format!("{w} inside the durable prefix"));
     let mut buf = Vec::new();
-    let mut at = LOG_FILE_HEADER as u64;
+    let mut at = fh.first_block();
     while at < prefix {
         let h = header_at(&f, at, prefix, BLOCK_MAGIC_LOG)
             .map_err(|e| io("read", e))?
@@ -375,7 +376,8 @@ fn scan_log_file(
             *stale_max = Some(stale_max.map_or(h.epoch, |m: u64| m.max(h.epoch)));
         }
         info.index.push((at, h));
-        at += (BLOCK_HEADER as u64) + u64::from(h.len);
+        // v02: zeros pad each block to the file's alignment.
+        at = fh.next_block(at + (BLOCK_HEADER as u64) + u64::from(h.len));
     }
     info.durable_len = prefix;
     if size > prefix {
