@@ -57,11 +57,17 @@ impl AlignedBuf {
     }
 
     /// Make room for `extra` more bytes (at least doubling when it grows).
+    #[inline]
     pub fn reserve(&mut self, extra: usize) {
-        let need = self.len.checked_add(extra).expect("buffer size overflow");
-        if need <= self.cap {
-            return;
+        if extra > self.cap - self.len {
+            self.grow(extra);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, extra: usize) {
+        let need = self.len.checked_add(extra).expect("buffer size overflow");
         let mut bigger = AlignedBuf::with_capacity(need.max(2 * self.cap));
         // SAFETY: both allocations are live and distinct; `len` bytes are
         // initialized in the old one and fit in the new one.

@@ -338,6 +338,8 @@ pub(crate) fn spawn(
                 index: start.index,
                 file,
                 batch: Vec::new(),
+                synced_bound: 0,
+                unsynced: false,
             };
             l.run();
         })?;
@@ -349,6 +351,10 @@ struct Logger {
     index: usize,
     file: LogFile,
     batch: Vec<LogBuf>,
+    /// The bound of the last round that synced and reported.
+    synced_bound: u64,
+    /// Blocks written since the last fsync.
+    unsynced: bool,
 }
 
 impl Logger {
@@ -361,7 +367,7 @@ impl Logger {
             if self.d.is_poisoned() {
                 return;
             }
-            if let Err(e) = self.round() {
+            if let Err(e) = self.round(stopping) {
                 self.d.poison(format!("logger {}: {e}", self.index));
                 return;
             }
@@ -371,8 +377,9 @@ impl Logger {
         }
     }
 
-    /// One round: collect what is due, write it, sync it, report.
-    fn round(&mut self) -> io::Result<()> {
+    /// One round: collect what is due and write it; then, if an epoch has
+    /// completed since the last sync (or we are stopping), sync and report.
+    fn round(&mut self, stopping: bool) -> io::Result<()> {
         let d = &*self.d;
         let epochs: &Epochs = &d.epochs;
         // Everything committed in an epoch below `bound` has been appended
@@ -415,9 +422,22 @@ impl Logger {
             for b in self.batch.drain(..) {
                 d.recycle(b);
             }
+            self.unsynced = true;
+        }
+        // Woken for full buffers within the same epochs: they are written
+        // and back with their workers. Syncing now would make nothing
+        // more durable (that takes a new bound), so the fsync and the
+        // pepoch write wait for the bound to move: at ~400 full buffers a
+        // second that is 2 × 25 syncs a second instead of 2 × 400.
+        if bound == self.synced_bound && !stopping {
+            return Ok(());
+        }
+        self.synced_bound = bound;
+        if self.unsynced {
             fp("log-fsync")?;
             self.file.file.sync_data()?;
             d.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            self.unsynced = false;
         }
         let durable = bound.saturating_sub(1);
         if self.file.min_epoch != u64::MAX
