@@ -66,9 +66,9 @@ pub struct DurableArgs {
     /// them in parallel).
     #[arg(long, default_value_t = 2, requires = "durable")]
     pub checkpoint_threads: usize,
-    /// Write log files through the page cache instead of with O_DIRECT
-    /// (for comparison; O_DIRECT is used only where the file system
-    /// supports it anyway).
+    /// Write log and checkpoint files through the page cache instead of
+    /// with O_DIRECT (for comparison; O_DIRECT is used only where the file
+    /// system supports it anyway).
     #[arg(long, requires = "durable")]
     pub buffered_io: bool,
 }

@@ -60,11 +60,12 @@ pub struct Options {
     /// Buffers per worker; a worker whose buffers are all waiting for
     /// their logger blocks (backpressure).
     pub log_buffers_per_worker: usize,
-    /// `true` (default): write log files with `O_DIRECT` where the file
-    /// system supports it (Linux), so the kernel writes from the log
-    /// buffers instead of copying them into its page cache first; `false`,
-    /// or a file system without it: ordinary buffered writes. Either way
-    /// every log write is 4 KiB-aligned (docs/FORMAT.md).
+    /// `true` (default): write log and checkpoint files with `O_DIRECT`
+    /// where the file system supports it (Linux), so the kernel writes
+    /// from granary's buffers instead of copying them into its page cache
+    /// first; `false`, or a file system without it: ordinary buffered
+    /// writes. Either way every such write is 4 KiB-aligned
+    /// (docs/FORMAT.md).
     pub direct_io: bool,
     /// `true` (default): `run` returns only once the transaction is
     /// durable. `false`: it returns at commit; wait with

@@ -89,17 +89,38 @@ fn round_trip_puts_deletes_and_big_values() {
     assert_eq!(got, again);
 }
 
-/// Rows written by a database, for the format tests below.
-fn write_rows(dir: &Path, o: Options) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+/// Rows written by a database, for the format tests below; with
+/// `checkpoint`, half of them before a checkpoint, half after.
+fn write_rows(dir: &Path, o: Options, checkpoint: bool) -> Vec<(String, Vec<u8>, Vec<u8>)> {
     let db = Database::open(dir, o).unwrap();
     let t = db.open_table("t").unwrap();
     let mut w = db.worker().unwrap();
     for i in 0u32..300 {
-        w.run(|tx| tx.put(t, &i.to_be_bytes(), &vec![i as u8; i as usize % 97]))
+        if i == 150 && checkpoint {
+            db.checkpoint().unwrap();
+        }
+        // Values up to 9 KiB: a checkpoint thread fills several blocks.
+        w.run(|tx| tx.put(t, &i.to_be_bytes(), &vec![i as u8; (i as usize % 97) * 97]))
             .unwrap();
     }
     w.run(|tx| tx.delete(t, &7u32.to_be_bytes())).unwrap();
     dump(&db)
+}
+
+/// Rewrite the blocks of an aligned (v02) file back to back (v01 layout)
+/// after `head`, up to `end`; returns the new bytes.
+fn unpad(b: &[u8], mut head: Vec<u8>, first: u64, end: u64, magic: u32) -> Vec<u8> {
+    use granary::durable::format::{self, BlockRead};
+    let mut at = first;
+    while at < end {
+        let BlockRead::Block(bh, body) = format::read_block(b, at as usize, magic) else {
+            panic!("a bad block at {at}");
+        };
+        head.extend_from_slice(&bh.encode());
+        head.extend_from_slice(body);
+        at = format::next_block(at + 32 + body.len() as u64, format::IO_ALIGN as u32);
+    }
+    head
 }
 
 /// Buffered and O_DIRECT log files are the same format: a directory
@@ -107,7 +128,7 @@ fn write_rows(dir: &Path, o: Options) -> Vec<(String, Vec<u8>, Vec<u8>)> {
 #[test]
 fn buffered_and_direct_logs_recover_alike() {
     let dir = TempDir::new("bufdirect");
-    let before = write_rows(dir.path(), opts().direct_io(false));
+    let before = write_rows(dir.path(), opts().direct_io(false), true);
     assert_eq!(before.len(), 299);
     let db = Database::open(dir.path(), opts()).unwrap();
     assert_eq!(dump(&db), before);
@@ -121,14 +142,20 @@ fn buffered_and_direct_logs_recover_alike() {
     assert_eq!(dump(&db).len(), 300);
 }
 
-/// Log files of the first format (v01: no alignment, blocks back to back
-/// after a 32-byte header; pepoch version 1) still recover: rewrite a
-/// directory's logs that way and compare.
+/// Files of the first formats (v01: no alignment, blocks back to back;
+/// pepoch version 1, manifest v01) still recover: rewrite a directory's
+/// logs and checkpoint that way and compare.
 #[test]
-fn v01_log_files_still_recover() {
-    use granary::durable::format::{self, BlockRead, Pepoch, BLOCK_MAGIC_LOG};
+fn v01_files_still_recover() {
+    use granary::durable::format::{self, Manifest, Pepoch, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG};
     let dir = TempDir::new("v01");
-    let before = write_rows(dir.path(), opts());
+    // One checkpoint file, so it holds several blocks.
+    let o = opts().checkpoint_threads(1).checkpoint_files_per_thread(1);
+    let before = write_rows(dir.path(), o, true);
+    let info = granary::durable::scan(dir.path()).unwrap();
+    let (cdir, m) = info.checkpoint().expect("a checkpoint");
+    let mut m: Manifest = m.clone();
+    let cdir = cdir.to_path_buf();
     let pe_path = dir.path().join(format::PEPOCH_FILE);
     let mut pe = Pepoch::decode_file(&std::fs::read(&pe_path).unwrap()).unwrap();
     let ldir = dir.path().join("log.0");
@@ -148,23 +175,25 @@ fn v01_log_files_still_recover() {
         } else {
             b.len() as u64
         };
-        let mut at = h.first_block();
-        while at < durable {
-            let BlockRead::Block(bh, body) = format::read_block(&b, at as usize, BLOCK_MAGIC_LOG)
-            else {
-                panic!("a bad block at {at} in {}", path.display());
-            };
-            v1.extend_from_slice(&bh.encode());
-            v1.extend_from_slice(body);
-            at = h.next_block(at + 32 + body.len() as u64);
-            converted += 1;
-        }
+        let v1 = unpad(&b, v1, h.first_block(), durable, BLOCK_MAGIC_LOG);
+        converted += usize::from(v1.len() > 32);
         if h.generation == pe.positions[0].0 {
             pe.positions[0].1 = v1.len() as u64;
         }
         std::fs::write(&path, &v1).unwrap();
     }
     assert!(converted > 0);
+    assert_eq!(m.align as usize, format::IO_ALIGN);
+    for (i, f) in m.files.iter_mut().enumerate() {
+        let path = cdir.join(format::ckpt_part_name(i));
+        let b = std::fs::read(&path).unwrap();
+        let v1 = unpad(&b, Vec::new(), 0, b.len() as u64, BLOCK_MAGIC_CKPT);
+        f.0 = v1.len() as u64;
+        std::fs::write(&path, &v1).unwrap();
+    }
+    assert!(m.files[0].1 >= 2, "{m:?}");
+    m.align = 0;
+    std::fs::write(cdir.join(format::MANIFEST_FILE), m.encode()).unwrap();
     pe.version = 1;
     pe.seq += 1;
     let mut slots = pe.encode().to_vec();
@@ -528,4 +557,74 @@ fn an_older_complete_checkpoint_left_by_a_crash_is_removed() {
     assert_eq!(dump(&db).len(), 1);
     drop(db);
     assert_eq!(ckpts(dir.path()), only);
+}
+
+/// A crash in the middle of deleting an old checkpoint or log file (which
+/// is renamed to `<name>.deleting`, then cut down step by step) leaves
+/// half-deleted files that recovery ignores and removes.
+#[test]
+fn half_deleted_files_left_by_a_crash_are_removed() {
+    let dir = TempDir::new("deleting");
+    let before = write_rows(dir.path(), opts(), true);
+    // A cut-down checkpoint part and log file, as `remove_paced` leaves them.
+    let ck = dir.path().join("ckpt.1.deleting");
+    std::fs::create_dir(&ck).unwrap();
+    std::fs::write(ck.join("part.0"), b"GRCB half a block").unwrap();
+    let log = dir.path().join("log.0").join("old_data.3.g0.deleting");
+    std::fs::write(&log, b"GRLOGv02 and then nothing").unwrap();
+    let db = Database::open(dir.path(), opts()).unwrap();
+    assert_eq!(dump(&db), before);
+    drop(db);
+    assert!(!ck.exists() && !log.exists());
+}
+
+/// After a checkpoint, the previous checkpoint and the logs wholly below
+/// its e_l are gone, with no `.deleting` leftovers.
+#[test]
+fn checkpoints_delete_what_they_supersede() {
+    let dir = TempDir::new("supersede");
+    let db = Database::open(dir.path(), opts().wait_for_durable(false)).unwrap();
+    let t = db.open_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    let names = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    for round in 0u32..3 {
+        for i in 0u32..100 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), &round.to_be_bytes()))
+                .unwrap();
+        }
+        db.wait_durable(w.commit_token()).unwrap();
+        // Let the log rotate (every 100 epochs of 2 ms).
+        std::thread::sleep(Duration::from_millis(250));
+        db.checkpoint().unwrap();
+    }
+    let top = names(dir.path());
+    assert_eq!(top.iter().filter(|n| n.starts_with("ckpt.")).count(), 1, "{top:?}");
+    let logs = names(&dir.path().join("log.0"));
+    assert!(
+        top.iter().chain(&logs).all(|n| !n.ends_with(".deleting")),
+        "{top:?} {logs:?}"
+    );
+    let info = granary::durable::scan(dir.path()).unwrap();
+    let low = info.checkpoint().unwrap().1.low;
+    for f in &info.logs {
+        if let Some(m) = f.max_epoch {
+            if !f.path.ends_with("data.log") {
+                assert!(m >= low, "{} is wholly below e_l {low}", f.path.display());
+            }
+        }
+    }
+    drop(w);
+    drop(db);
+    let db = Database::open(dir.path(), opts()).unwrap();
+    let rows = dump(&db);
+    assert_eq!(rows.len(), 100);
+    assert!(rows.iter().all(|r| r.2 == 2u32.to_be_bytes()));
 }

@@ -122,6 +122,7 @@ const ALL_POINTS: &[&str] = &[
     "manifest-write",
     "manifest-fsync",
     "manifest-rename",
+    "cleanup-rename",
     "recover-read",
     "recover-remove",
     "recover-truncate",
@@ -857,6 +858,8 @@ const RUNTIME: &[(&str, &[u32])] = &[
     ("manifest-write", &[1, 2]),
     ("manifest-fsync", &[1, 2]),
     ("manifest-rename", &[1, 2]),
+    // Deleting the previous checkpoint (and logs below e_l).
+    ("cleanup-rename", &[1, 2]),
 ];
 
 #[test]

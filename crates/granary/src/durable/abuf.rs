@@ -4,6 +4,9 @@
 //! into the page cache (see `log`).
 
 use std::alloc::{self, Layout};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
 use std::ptr::NonNull;
 
 use super::format::IO_ALIGN;
@@ -106,6 +109,27 @@ impl Drop for AlignedBuf {
         // SAFETY: allocated in `with_capacity` with this layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
     }
+}
+
+/// Open `path` with `o` for aligned writes: with `direct`, with `O_DIRECT`
+/// if the file system takes it (tmpfs, for one, may not: then buffered).
+/// Every write to such a file must be a multiple of [`IO_ALIGN`] bytes,
+/// from `IO_ALIGN`-aligned memory, at an aligned offset.
+pub(crate) fn open_aligned(o: &OpenOptions, path: &Path, direct: bool) -> io::Result<File> {
+    #[cfg(target_os = "linux")]
+    if direct {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut d = o.clone();
+        d.custom_flags(libc::O_DIRECT);
+        match d.open(path) {
+            Ok(f) => return Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = direct;
+    o.open(path)
 }
 
 #[cfg(test)]

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::format::{self, BlockHeader, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT};
+use super::abuf::{open_aligned, round_up, AlignedBuf};
+use super::format::{self, BlockHeader, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
+use super::remove_paced;
 use super::{fp, sync_dir};
 use crate::db::{Database, Options, Shared, TableId};
 use crate::error::Error;
@@ -209,6 +211,7 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
     // The manifest only once everything up to e_h is durable (§4.2).
     d.wait_durable(high)?;
     let manifest = Manifest {
+        align: IO_ALIGN as u32,
         low,
         high,
         files: files.clone(),
@@ -231,7 +234,8 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
     if let Some(p) = previous {
         if p.low != low {
             let pd = d.dir.join(format::ckpt_dir_name(p.low));
-            fs::remove_dir_all(&pd).map_err(|e| io("remove an old checkpoint", &pd, e))?;
+            remove_paced(&pd, d.epoch_interval, &|| st.stopped())
+                .map_err(|e| io("remove an old checkpoint", &pd, e))?;
         }
     }
     for i in 0..d.loggers.len() {
@@ -240,7 +244,8 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
         for ent in rd.flatten() {
             let name = ent.file_name().to_string_lossy().into_owned();
             if format::parse_old_log_name(&name).is_some_and(|(max, _)| max < low) {
-                fs::remove_file(ent.path()).map_err(|e| io("remove", &ent.path(), e))?;
+                remove_paced(&ent.path(), d.epoch_interval, &|| st.stopped())
+                    .map_err(|e| io("remove", &ent.path(), e))?;
             }
         }
         sync_dir(&ldir).map_err(|e| io("sync", &ldir, e))?;
@@ -360,11 +365,9 @@ fn write_slice(
     let mut out = Vec::with_capacity(m);
     for p in &paths {
         fp("ckpt-create").map_err(|e| io("create", p, e))?;
-        let f = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(p)
-            .map_err(|e| io("create", p, e))?;
+        let mut o = OpenOptions::new();
+        o.create_new(true).write(true);
+        let f = open_aligned(&o, p, d.direct_io).map_err(|e| io("create", p, e))?;
         out.push(PartFile {
             f,
             bytes: 0,
@@ -373,7 +376,10 @@ fn write_slice(
             records: 0,
         });
     }
-    let mut block = Vec::with_capacity(BLOCK_BYTES + 4096);
+    // The block being filled, its header's room first; aligned memory,
+    // so it can be written with O_DIRECT.
+    let mut block = AlignedBuf::with_capacity(BLOCK_BYTES + 2 * IO_ALIGN);
+    block.resize_zeroed(BLOCK_HEADER);
     let mut count = 0u32;
     let mut next_file = 0usize;
     let mut buf = Vec::new();
@@ -411,14 +417,13 @@ fn write_slice(
             }
             format::put_ckpt_record(&mut block, t.0, k, tid.id().raw(), &buf);
             count += 1;
-            if block.len() >= BLOCK_BYTES {
+            if block.len() - BLOCK_HEADER >= BLOCK_BYTES {
                 let p = &paths[next_file];
-                if let Err(e) = out[next_file].write_block(&block, count, i as u32) {
+                if let Err(e) = out[next_file].write_block(&mut block, count, i as u32) {
                     failed.get_or_insert(io("write", p, e));
                     return false;
                 }
                 next_file = (next_file + 1) % m;
-                block.clear();
                 count = 0;
             }
             true
@@ -430,7 +435,7 @@ fn write_slice(
     d.check()?;
     if count > 0 {
         out[next_file]
-            .write_block(&block, count, i as u32)
+            .write_block(&mut block, count, i as u32)
             .map_err(|e| io("write", &paths[next_file], e))?;
     }
     for (f, p) in out.iter_mut().zip(&paths) {
@@ -449,7 +454,10 @@ struct PartFile {
 }
 
 impl PartFile {
-    fn write_block(&mut self, body: &[u8], count: u32, source: u32) -> io::Result<()> {
+    /// Write `block` (its header's room, then the payload) as one block,
+    /// padded to a multiple of `IO_ALIGN`; leaves `block` empty again.
+    fn write_block(&mut self, block: &mut AlignedBuf, count: u32, source: u32) -> io::Result<()> {
+        let body = &block.as_slice()[BLOCK_HEADER..];
         let h = BlockHeader {
             magic: BLOCK_MAGIC_CKPT,
             len: body.len() as u32,
@@ -458,10 +466,12 @@ impl PartFile {
             count,
             body_crc: format::crc(body),
         };
+        block.as_mut_slice()[..BLOCK_HEADER].copy_from_slice(&h.encode());
+        block.resize_zeroed(round_up(block.len()));
         fp("ckpt-write")?;
-        self.f.write_all(&h.encode())?;
-        self.f.write_all(body)?;
-        let n = (BLOCK_HEADER + body.len()) as u64;
+        self.f.write_all(block.as_slice())?;
+        let n = block.len() as u64;
+        block.resize_zeroed(BLOCK_HEADER);
         self.bytes += n;
         self.unsynced += n;
         self.blocks += 1;

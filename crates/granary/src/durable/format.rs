@@ -225,13 +225,13 @@ pub fn decode_log_payload<'a>(
 
 /// Append one checkpointed record: `table u32 | key_len u16 | value_len u32
 /// | tid u64 | key | value`.
-pub fn put_ckpt_record(out: &mut Vec<u8>, table: u32, key: &[u8], tid: u64, value: &[u8]) {
-    out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    out.extend_from_slice(&tid.to_le_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
+pub fn put_ckpt_record(out: &mut impl Sink, table: u32, key: &[u8], tid: u64, value: &[u8]) {
+    out.put(&table.to_le_bytes());
+    out.put(&(key.len() as u16).to_le_bytes());
+    out.put(&(value.len() as u32).to_le_bytes());
+    out.put(&tid.to_le_bytes());
+    out.put(key);
+    out.put(value);
 }
 
 pub fn decode_ckpt_payload<'a>(
@@ -314,11 +314,17 @@ impl LogFileHeader {
 
     /// Where the block after one ending at `end` starts.
     pub fn next_block(&self, end: u64) -> u64 {
-        if self.align == 0 {
-            end
-        } else {
-            end.div_ceil(u64::from(self.align)) * u64::from(self.align)
-        }
+        next_block(end, self.align)
+    }
+}
+
+/// Where a block starts that follows one ending at `end`, in a file whose
+/// blocks are aligned to `align` (0: not aligned, blocks back to back).
+pub fn next_block(end: u64, align: u32) -> u64 {
+    if align == 0 {
+        end
+    } else {
+        end.div_ceil(u64::from(align)) * u64::from(align)
     }
 }
 
@@ -518,7 +524,7 @@ pub fn decode_voids(b: &[u8]) -> Result<Vec<(u64, u64)>, &'static str> {
 /// the checkpoint is complete and e_h ≤ e_p:
 ///
 /// ```text
-/// 0   magic     8 bytes "GRCKPv01"
+/// 0   magic     8 bytes "GRCKPv02" (or "GRCKPv01")
 /// 8   e_l       u64  records of epoch ≥ e_l were skipped (the log has them)
 /// 16  e_h       u64  the epoch when the last record was written
 /// 24  files     u32  n
@@ -527,8 +533,14 @@ pub fn decode_voids(b: &[u8]) -> Result<Vec<(u64, u64)>, &'static str> {
 ///     t × (id u32, name_len u16, name)
 ///     crc u32 of everything before it
 /// ```
+///
+/// v02: in the part files, every block starts at a multiple of
+/// [`IO_ALIGN`], zeros padding the gap (written with `O_DIRECT`); v01:
+/// blocks back to back. Readers accept both.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
+    /// The part files' block alignment: [`IO_ALIGN`] (v02) or 0 (v01).
+    pub align: u32,
     pub low: u64,
     pub high: u64,
     /// Per file: (bytes, blocks, records).
@@ -536,11 +548,17 @@ pub struct Manifest {
     pub tables: Vec<(u32, String)>,
 }
 
-pub const MANIFEST_MAGIC: &[u8; 8] = b"GRCKPv01";
+pub const MANIFEST_MAGIC: &[u8; 8] = b"GRCKPv02";
+pub const MANIFEST_MAGIC_V1: &[u8; 8] = b"GRCKPv01";
 
 impl Manifest {
+    /// v02 if `align` is [`IO_ALIGN`], else v01.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = MANIFEST_MAGIC.to_vec();
+        let mut b = if self.align == IO_ALIGN as u32 {
+            MANIFEST_MAGIC.to_vec()
+        } else {
+            MANIFEST_MAGIC_V1.to_vec()
+        };
         b.extend_from_slice(&self.low.to_le_bytes());
         b.extend_from_slice(&self.high.to_le_bytes());
         b.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
@@ -561,9 +579,14 @@ impl Manifest {
     }
 
     pub fn decode(b: &[u8]) -> Option<Manifest> {
-        if b.len() < 36 || &b[0..8] != MANIFEST_MAGIC {
+        if b.len() < 36 {
             return None;
         }
+        let align = match &b[0..8] {
+            m if m == MANIFEST_MAGIC => IO_ALIGN as u32,
+            m if m == MANIFEST_MAGIC_V1 => 0,
+            _ => return None,
+        };
         let end = b.len() - 4;
         if crc(&b[..end]) != u32_at(b, end) {
             return None;
@@ -594,6 +617,7 @@ impl Manifest {
             at += 6 + l;
         }
         (at == end).then_some(Manifest {
+            align,
             low: u64_at(b, 8),
             high: u64_at(b, 16),
             files,
@@ -782,12 +806,20 @@ mod tests {
         assert_eq!(t, vec![(0, "a".into()), (1, "bee".into())]);
         assert_eq!(n, full);
         let m = Manifest {
+            align: IO_ALIGN as u32,
             low: 5,
             high: 9,
             files: vec![(1, 2, 3)],
             tables: t,
         };
         assert_eq!(Manifest::decode(&m.encode()), Some(m.clone()));
+        assert_eq!(&m.encode()[..8], MANIFEST_MAGIC);
+        let v1 = Manifest {
+            align: 0,
+            ..m.clone()
+        };
+        assert_eq!(&v1.encode()[..8], MANIFEST_MAGIC_V1);
+        assert_eq!(Manifest::decode(&v1.encode()), Some(v1));
         let mut d = m.encode();
         d[9] ^= 1;
         assert_eq!(Manifest::decode(&d), None);

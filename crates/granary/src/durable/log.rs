@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::abuf::{round_up, AlignedBuf};
+use super::abuf::{open_aligned, round_up, AlignedBuf};
 use super::format::{
     self, BlockHeader, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
 };
@@ -237,29 +237,6 @@ impl Durable {
     }
 }
 
-/// Create (or truncate) a log file for writing; with `direct`, opened with
-/// `O_DIRECT` if the file system takes it (tmpfs, for one, may not: then
-/// buffered). Every write to it is a multiple of `IO_ALIGN` bytes, from
-/// `IO_ALIGN`-aligned memory, at an aligned offset.
-fn open_for_log(path: &Path, direct: bool) -> io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.create(true).write(true).truncate(true);
-    #[cfg(target_os = "linux")]
-    if direct {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut d = o.clone();
-        d.custom_flags(libc::O_DIRECT);
-        match d.open(path) {
-            Ok(f) => return Ok(f),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = direct;
-    o.open(path)
-}
-
 /// A logger's open file.
 pub(crate) struct LogFile {
     dir: PathBuf,
@@ -276,7 +253,9 @@ impl LogFile {
     /// to `IO_ALIGN` (where the first block starts).
     fn create(dir: &Path, logger: u32, g: u64, direct: bool) -> io::Result<LogFile> {
         fp("log-create")?;
-        let mut file = open_for_log(&dir.join(CURRENT_LOG), direct)?;
+        let mut o = OpenOptions::new();
+        o.create(true).write(true).truncate(true);
+        let mut file = open_aligned(&o, &dir.join(CURRENT_LOG), direct)?;
         let mut head = AlignedBuf::with_capacity(IO_ALIGN);
         head.extend_from_slice(&format::encode_log_file_header(logger, g));
         head.resize_zeroed(IO_ALIGN);

@@ -36,7 +36,7 @@ use super::format::{
     self, BlockHeader, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG,
     CURRENT_LOG, LOG_FILE_HEADER,
 };
-use super::{fp, sync_dir};
+use super::{fp, sync_dir, DELETING_SUFFIX};
 use crate::db::{Database, Shared, TableId};
 use crate::error::Error;
 use crate::tid::Tid;
@@ -475,7 +475,9 @@ pub(crate) fn replay(
             db,
             threads,
             parts.len(),
-            |w, _: &mut Vec<Option<File>>, buf, i| load_part(w, &parts[i], m.files[i], buf),
+            |w, _: &mut Vec<Option<File>>, buf, i| {
+                load_part(w, &parts[i], m.files[i], m.align, buf)
+            },
         )?;
         stats.checkpoint_bytes = bytes;
         stats.checkpoint_records = records;
@@ -601,6 +603,7 @@ fn load_part(
     w: &mut crate::Worker,
     path: &Path,
     expect: (u64, u64, u64),
+    align: u32,
     buf: &mut Vec<u8>,
 ) -> Result<(u64, u64), Error> {
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
@@ -659,7 +662,8 @@ fn load_part(
         }
         records += u64::from(n);
         blocks += 1;
-        at += BLOCK_HEADER as u64 + u64::from(h.len);
+        // v02: zeros pad each block to `align`.
+        at = format::next_block(at + BLOCK_HEADER as u64 + u64::from(h.len), align);
     }
     if (blocks, records) != (expect.1, expect.2) {
         return Err(corrupt(
@@ -813,6 +817,27 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
         if Some(&c.path) != keep.as_ref() {
             fs::remove_dir_all(&c.path)
                 .map_err(|e| io("remove an old or interrupted checkpoint", &c.path, e))?;
+        }
+    }
+    // Deletions a crash interrupted (`remove_paced`): nothing reads them.
+    let dirs = std::iter::once(info.dir.clone())
+        .chain((0..info.pepoch.positions.len()).map(|i| format::logger_dir(&info.dir, i)));
+    for d in dirs {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for ent in entries.flatten() {
+            let path = ent.path();
+            if !ent.file_name().to_string_lossy().ends_with(DELETING_SUFFIX) {
+                continue;
+            }
+            fp("recover-remove").map_err(|e| io("remove", &path, e))?;
+            if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            }
+            .map_err(|e| io("remove", &path, e))?;
         }
     }
     Ok((next, first_epoch))
