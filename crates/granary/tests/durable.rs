@@ -606,7 +606,11 @@ fn checkpoints_delete_what_they_supersede() {
         db.checkpoint().unwrap();
     }
     let top = names(dir.path());
-    assert_eq!(top.iter().filter(|n| n.starts_with("ckpt.")).count(), 1, "{top:?}");
+    assert_eq!(
+        top.iter().filter(|n| n.starts_with("ckpt.")).count(),
+        1,
+        "{top:?}"
+    );
     let logs = names(&dir.path().join("log.0"));
     assert!(
         top.iter().chain(&logs).all(|n| !n.ends_with(".deleting")),

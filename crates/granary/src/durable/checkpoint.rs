@@ -49,6 +49,8 @@ pub struct CheckpointStats {
     pub bytes: u64,
     pub records: u64,
     pub files: usize,
+    /// Until the checkpoint was complete (its manifest installed), not
+    /// counting the paced deletion of what it superseded.
     pub millis: u64,
 }
 
@@ -229,6 +231,7 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
         sync_dir(&dir)
     };
     write().map_err(|e| io("write the checkpoint manifest", &dir, e))?;
+    let millis = started.elapsed().as_millis() as u64;
     let previous = st.last.lock().replace(manifest);
     // Now the older checkpoint and the logs wholly below e_l can go.
     if let Some(p) = previous {
@@ -257,7 +260,7 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
         bytes: files.iter().map(|f| f.0).sum(),
         records: files.iter().map(|f| f.2).sum(),
         files: files.len(),
-        millis: started.elapsed().as_millis() as u64,
+        millis,
     })
 }
 

@@ -489,12 +489,16 @@ mod tests {
 
     #[test]
     fn remove_paced_removes_files_and_directories() {
-        let base = std::env::temp_dir().join(format!("granary-remove-paced-{}", std::process::id()));
+        let base =
+            std::env::temp_dir().join(format!("granary-remove-paced-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("ckpt.5")).unwrap();
         // Sparse, but long enough to be cut in several steps.
         let big = base.join("old_data.9.g1");
-        File::create(&big).unwrap().set_len(3 * FREE_STEP + 5).unwrap();
+        File::create(&big)
+            .unwrap()
+            .set_len(3 * FREE_STEP + 5)
+            .unwrap();
         File::create(base.join("ckpt.5/part.0"))
             .unwrap()
             .set_len(FREE_STEP + 1)
