@@ -111,7 +111,7 @@ pub(crate) struct Durable {
     pub epoch_interval: Duration,
     pub buffer_bytes: usize,
     pub buffers_per_worker: usize,
-    /// Open log files with `O_DIRECT` where supported.
+    /// Open log and checkpoint files with `O_DIRECT` where supported.
     pub direct_io: bool,
     pub wait: bool,
     pub slots: Box<[SlotLog]>,
