@@ -9,7 +9,7 @@ use std::io;
 use std::path::Path;
 use std::ptr::NonNull;
 
-use super::format::IO_ALIGN;
+use super::format::{self, BlockHeader, BLOCK_HEADER, IO_ALIGN};
 
 /// Bytes `[0, len)` are initialized; the rest of the allocation is not.
 pub(crate) struct AlignedBuf {
@@ -109,6 +109,24 @@ impl Drop for AlignedBuf {
         // SAFETY: allocated in `with_capacity` with this layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
     }
+}
+
+/// Seal the block in `buf` (its first `BLOCK_HEADER` bytes reserved, the
+/// payload after them): write its header over the reserved bytes, then
+/// pad it with zeros to a multiple of [`IO_ALIGN`], so it can be written
+/// with `O_DIRECT` and the next block starts aligned (docs/FORMAT.md, v02).
+pub(crate) fn seal_block(buf: &mut AlignedBuf, magic: u32, epoch: u64, source: u32, count: u32) {
+    let body = &buf.as_slice()[BLOCK_HEADER..];
+    let h = BlockHeader {
+        magic,
+        len: body.len() as u32,
+        epoch,
+        source,
+        count,
+        body_crc: format::crc(body),
+    };
+    buf.as_mut_slice()[..BLOCK_HEADER].copy_from_slice(&h.encode());
+    buf.resize_zeroed(round_up(buf.len()));
 }
 
 /// Open `path` with `o` for aligned writes: with `direct`, with `O_DIRECT`

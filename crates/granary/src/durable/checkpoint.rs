@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::abuf::{open_aligned, round_up, AlignedBuf};
-use super::format::{self, BlockHeader, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
+use super::abuf::{open_aligned, seal_block, AlignedBuf};
+use super::format::{self, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use super::remove_paced;
 use super::{fp, sync_dir};
 use crate::db::{Database, Options, Shared, TableId};
@@ -460,17 +460,7 @@ impl PartFile {
     /// Write `block` (its header's room, then the payload) as one block,
     /// padded to a multiple of `IO_ALIGN`; leaves `block` empty again.
     fn write_block(&mut self, block: &mut AlignedBuf, count: u32, source: u32) -> io::Result<()> {
-        let body = &block.as_slice()[BLOCK_HEADER..];
-        let h = BlockHeader {
-            magic: BLOCK_MAGIC_CKPT,
-            len: body.len() as u32,
-            epoch: 0,
-            source,
-            count,
-            body_crc: format::crc(body),
-        };
-        block.as_mut_slice()[..BLOCK_HEADER].copy_from_slice(&h.encode());
-        block.resize_zeroed(round_up(block.len()));
+        seal_block(block, BLOCK_MAGIC_CKPT, 0, source, count);
         fp("ckpt-write")?;
         self.f.write_all(block.as_slice())?;
         let n = block.len() as u64;

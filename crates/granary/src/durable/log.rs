@@ -33,10 +33,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::abuf::{open_aligned, round_up, AlignedBuf};
-use super::format::{
-    self, BlockHeader, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
-};
+use super::abuf::{open_aligned, seal_block, AlignedBuf};
+use super::format::{self, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN};
 use super::{fp, sync_dir, Durable};
 use crate::epoch::Epochs;
 
@@ -80,21 +78,15 @@ impl LogBuf {
         self.count = 0;
     }
 
-    /// Write the block header over the reserved bytes, then pad the block
-    /// with zeros to a multiple of `IO_ALIGN`, so it can be written with
-    /// `O_DIRECT` and the next block starts aligned (docs/FORMAT.md).
+    /// Seal the block: header, then padding (`seal_block`).
     fn seal(&mut self) {
-        let body = &self.data.as_slice()[BLOCK_HEADER..];
-        let h = BlockHeader {
-            magic: BLOCK_MAGIC_LOG,
-            len: body.len() as u32,
-            epoch: self.epoch,
-            source: self.slot,
-            count: self.count,
-            body_crc: format::crc(body),
-        };
-        self.data.as_mut_slice()[..BLOCK_HEADER].copy_from_slice(&h.encode());
-        self.data.resize_zeroed(round_up(self.data.len()));
+        seal_block(
+            &mut self.data,
+            BLOCK_MAGIC_LOG,
+            self.epoch,
+            self.slot,
+            self.count,
+        );
     }
 }
 
@@ -405,7 +397,8 @@ impl Logger {
         }
         // Woken for full buffers within the same epochs: they are written
         // and back with their workers. Syncing now would make nothing
-        // more durable (that takes a new bound), so the fsync and the
+        // more durable (SiloR §3.1: durability advances in whole epochs,
+        // so it takes a new bound), so the fsync and the
         // pepoch write wait for the bound to move: at ~400 full buffers a
         // second that is 2 × 25 syncs a second instead of 2 × 400.
         if bound == self.synced_bound && !stopping {
