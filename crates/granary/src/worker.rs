@@ -9,7 +9,7 @@ use crate::db::{Shared, TableId, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
-use crate::record::Record;
+use crate::record::{Record, Slabs};
 use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
@@ -626,7 +626,7 @@ impl Worker {
     /// and is inserted through the cursor straight away: a checkpoint's keys
     /// arrive in ascending runs, so most inserts need no descent (SiloR
     /// §5.1). Without one it is looked up first, so a key already present
-    /// costs no allocation.
+    /// costs no allocation. New records are carved from `slabs`.
     pub(crate) fn recover_put(
         &mut self,
         t: TableId,
@@ -634,6 +634,7 @@ impl Worker {
         tid: Tid,
         value: Option<&[u8]>,
         mut cursor: Option<&mut Cursor<'_>>,
+        slabs: &mut Slabs,
     ) {
         let shared = &*self.shared;
         let tree = match &cursor {
@@ -654,7 +655,7 @@ impl Worker {
             let mut pin = unsafe { ReadPin::new() };
             // The cursor is used once: a retry looks the key up.
             let found = if let Some(c) = cursor.take() {
-                let r = Record::alloc(word, bytes, 0, std::ptr::null_mut());
+                let r = slabs.alloc(word, bytes);
                 match c.insert(key, r.as_ptr() as u64, &mut pin) {
                     granary_index::Insert::Inserted(_) => break,
                     granary_index::Insert::Exists { value } => {
@@ -668,7 +669,7 @@ impl Worker {
             };
             match found {
                 None => {
-                    let r = Record::alloc(word, bytes, 0, std::ptr::null_mut());
+                    let r = slabs.alloc(word, bytes);
                     match tree.insert(key, r.as_ptr() as u64, &mut pin) {
                         granary_index::Insert::Inserted(_) => break,
                         // SAFETY: never published.
@@ -691,7 +692,7 @@ impl Worker {
                         rec.store_value(bytes);
                         rec.unlock(word);
                     } else {
-                        let n = Record::alloc(word, bytes, 0, std::ptr::null_mut());
+                        let n = slabs.alloc(word, bytes);
                         let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
                         debug_assert!(swapped, "the locked record is the tree's");
                         rec.unlock(old.without(Tid::LATEST));

@@ -39,6 +39,7 @@ use super::format::{
 use super::{fp, sync_dir, DELETING_SUFFIX};
 use crate::db::{Database, Shared, TableId};
 use crate::error::Error;
+use crate::record::Slabs;
 use crate::tid::Tid;
 use granary_index::Cursor;
 
@@ -471,14 +472,9 @@ pub(crate) fn replay(
         let parts: Vec<PathBuf> = (0..m.files.len())
             .map(|i| path.join(format::ckpt_part_name(i)))
             .collect();
-        let (bytes, records) = parallel(
-            db,
-            threads,
-            parts.len(),
-            |w, _: &mut Vec<Option<File>>, buf, i| {
-                load_part(w, &parts[i], m.files[i], m.align, buf)
-            },
-        )?;
+        let (bytes, records) = parallel(db, threads, parts.len(), |w, scratch, i| {
+            load_part(w, &parts[i], m.files[i], m.align, scratch)
+        })?;
         stats.checkpoint_bytes = bytes;
         stats.checkpoint_records = records;
     }
@@ -488,7 +484,7 @@ pub(crate) fn replay(
     // Which tables replayed a delete, so only they are swept of tombstones
     // (checkpoints hold no absent records).
     let deleted: Vec<AtomicBool> = info.tables.iter().map(|_| AtomicBool::new(false)).collect();
-    let (bytes, applied) = parallel(db, threads, blocks.len(), |w, files, buf, j| {
+    let (bytes, applied) = parallel(db, threads, blocks.len(), |w, scratch, j| {
         let (i, at, h) = blocks[j];
         let block = Block {
             path: &info.logs[i].path,
@@ -496,7 +492,7 @@ pub(crate) fn replay(
             at,
             h: &h,
         };
-        replay_block(w, &block, files, buf, &deleted)
+        replay_block(w, &block, scratch, &deleted)
     })?;
     stats.tables_with_deletes = deleted
         .iter()
@@ -510,20 +506,23 @@ pub(crate) fn replay(
     Ok(stats)
 }
 
-/// Run `f(worker, files, buffer, i)` for every `i < n` on `threads`
-/// threads, each with its own worker, open-file cache and read buffer;
-/// sums the `(bytes, records)` they return.
+/// A recovery thread's own state: open log files (by index into the
+/// scan's), a read buffer, and the slabs its records are carved from.
+#[derive(Default)]
+struct Scratch {
+    files: Vec<Option<File>>,
+    buf: Vec<u8>,
+    slabs: Slabs,
+}
+
+/// Run `f(worker, scratch, i)` for every `i < n` on `threads` threads,
+/// each with its own worker and [`Scratch`]; sums the `(bytes, records)`
+/// they return.
 fn parallel(
     db: &Database,
     threads: usize,
     n: usize,
-    f: impl Fn(
-            &mut crate::Worker,
-            &mut Vec<Option<File>>,
-            &mut Vec<u8>,
-            usize,
-        ) -> Result<(u64, u64), Error>
-        + Sync,
+    f: impl Fn(&mut crate::Worker, &mut Scratch, usize) -> Result<(u64, u64), Error> + Sync,
 ) -> Result<(u64, u64), Error> {
     let next = AtomicUsize::new(0);
     let first_err: Mutex<Option<Error>> = Mutex::new(None);
@@ -538,14 +537,14 @@ fn parallel(
                         return;
                     }
                 };
-                let (mut files, mut buf) = (Vec::new(), Vec::new());
+                let mut scratch = Scratch::default();
                 let mut sum = (0, 0);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= n || first_err.lock().expect("lock").is_some() {
                         break;
                     }
-                    match f(&mut w, &mut files, &mut buf, i) {
+                    match f(&mut w, &mut scratch, i) {
                         Ok((b, r)) => {
                             sum.0 += b;
                             sum.1 += r;
@@ -604,8 +603,9 @@ fn load_part(
     path: &Path,
     expect: (u64, u64, u64),
     align: u32,
-    buf: &mut Vec<u8>,
+    scratch: &mut Scratch,
 ) -> Result<(u64, u64), Error> {
+    let Scratch { buf, slabs, .. } = scratch;
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
     fp("recover-read").map_err(|e| io("read", e))?;
     let f = File::open(path).map_err(|e| io("open", e))?;
@@ -649,7 +649,7 @@ fn load_part(
             };
             // Checkpointed keys are new to the tree (each is in one file,
             // once); were one not, `recover_put` keeps the newest TID.
-            w.recover_put(TableId(t), k, Tid(tid).id(), Some(v), Some(c));
+            w.recover_put(TableId(t), k, Tid(tid).id(), Some(v), Some(c), slabs);
             n += 1;
         });
         w.unpin();
@@ -689,10 +689,10 @@ struct Block<'a> {
 fn replay_block(
     w: &mut crate::Worker,
     b: &Block<'_>,
-    files: &mut Vec<Option<File>>,
-    buf: &mut Vec<u8>,
+    scratch: &mut Scratch,
     deleted: &[AtomicBool],
 ) -> Result<(u64, u64), Error> {
+    let Scratch { files, buf, slabs } = scratch;
     let (path, at, h) = (b.path, b.at, b.h);
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
     if files.len() <= b.file {
@@ -720,7 +720,7 @@ fn replay_block(
                 if let (None, Some(d)) = (wr.value, deleted.get(wr.table as usize)) {
                     d.store(true, Ordering::Relaxed);
                 }
-                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, None);
+                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, None, slabs);
             }
             Err(e) => bad = Some(e),
         }
