@@ -80,9 +80,10 @@ enum Bench {
     YcsbMix(ycsb_mix::YcsbMixArgs),
     /// Time recovery of a durable database directory (SiloR §5) and
     /// compare it with just reading the bytes recovery reads; reports GB/s
-    /// of checkpoint and log. The read runs first: drop the page cache
-    /// before (`sync; echo 3 > /proc/sys/vm/drop_caches`) to compare with
-    /// a cold read. Example: granary bench recover /tmp/db --threads 2
+    /// of checkpoint and log. The files are evicted from the page cache
+    /// (posix_fadvise, no privilege needed) before the read and again
+    /// before recovery, so both start cold. Example: granary bench recover
+    /// /tmp/db --threads 2
     Recover(recover::RecoverArgs),
 }
 

@@ -15,6 +15,7 @@
 //! ```
 
 mod abuf;
+mod ahead;
 pub mod checkpoint;
 pub mod format;
 pub(crate) mod log;
@@ -454,7 +455,7 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
     for (_, name) in &info.tables {
         db.create_table(name)?;
     }
-    let recovered = recover::replay(&db, &info, options.recovery_threads)?;
+    let recovered = recover::replay(&db, &info, options.recovery_threads, options.direct_io)?;
     {
         let mut w = db.worker()?;
         for &t in &recovered.tables_with_deletes {

@@ -1,0 +1,250 @@
+//! Read-ahead for recovery: a helper thread reads a checkpoint file in
+//! large aligned windows (with `O_DIRECT` where the file system takes it)
+//! while the loading thread decodes the previous window.
+//!
+//! With buffered `pread`s of each block, the kernel's copy out of the page
+//! cache was the largest cost of a checkpoint load after record
+//! allocation; with `O_DIRECT` the disk writes straight into the window,
+//! and the loading thread never waits on the disk while the helper stays
+//! a window ahead. v02 files allow this: every block starts on an
+//! [`IO_ALIGN`] boundary and the file's length is a multiple of it
+//! (docs/FORMAT.md).
+//!
+//! The helper only finds block boundaries. Each window it hands over
+//! holds whole blocks whose headers decode; the loading thread checks
+//! every header, length and checksum again, exactly as without it. At the
+//! first thing the helper cannot make sense of (a bad header, a block
+//! running past the end, a read error) it stops, and the loading thread
+//! falls back to reading block by block from that offset, which reports
+//! the damage or the error as it always did.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+
+use super::abuf::{round_up, AlignedBuf};
+use super::format::{next_block, BlockHeader, BLOCK_HEADER, IO_ALIGN};
+
+/// Bytes read per window (more for a block larger than this).
+const WINDOW: usize = 4 << 20;
+/// Windows per file: one being read, one being decoded, one spare.
+const WINDOWS: usize = 3;
+
+/// Whole blocks of a file: `buf[..len]` is the file from offset `at`.
+pub(crate) struct Window {
+    pub buf: AlignedBuf,
+    pub at: u64,
+    pub len: usize,
+}
+
+impl Window {
+    /// The file's bytes `[at, at + n)`, if this window holds them.
+    pub fn bytes(&self, at: u64, n: usize) -> Option<&[u8]> {
+        let off = usize::try_from(at.checked_sub(self.at)?).ok()?;
+        let end = off.checked_add(n)?;
+        (end <= self.len).then(|| &self.buf.as_slice()[off..end])
+    }
+
+    /// Whether the window ends at or before `at`.
+    pub fn done_by(&self, at: u64) -> bool {
+        self.at + self.len as u64 <= at
+    }
+}
+
+/// The loading thread's end of a read-ahead.
+pub(crate) struct Ahead {
+    full: Receiver<Window>,
+    empty: SyncSender<AlignedBuf>,
+}
+
+impl Ahead {
+    /// Start reading `f` (`size` bytes, blocks with magic `magic` padded
+    /// to [`IO_ALIGN`]) on a thread of `scope`.
+    pub fn start<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        f: &'scope File,
+        size: u64,
+        magic: u32,
+    ) -> Ahead {
+        Ahead::with_window(scope, f, size, magic, WINDOW)
+    }
+
+    /// As [`Ahead::start`], with windows of `window` bytes (a multiple of
+    /// [`IO_ALIGN`]).
+    fn with_window<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        f: &'scope File,
+        size: u64,
+        magic: u32,
+        window: usize,
+    ) -> Ahead {
+        let (full_tx, full) = sync_channel(WINDOWS);
+        let (empty, empty_rx) = sync_channel(WINDOWS);
+        for _ in 0..WINDOWS {
+            let mut b = AlignedBuf::with_capacity(window);
+            b.resize_zeroed(window);
+            empty.send(b).expect("the receiver is here");
+        }
+        scope.spawn(move || read_ahead(f, size, magic, window, &full_tx, &empty_rx));
+        Ahead { full, empty }
+    }
+
+    /// The next window, or `None` once the helper has stopped (at the end
+    /// of the file or at something it could not read or parse).
+    pub fn next(&self) -> Option<Window> {
+        self.full.recv().ok()
+    }
+
+    /// Hand a decoded window's buffer back for reuse.
+    pub fn recycle(&self, w: Window) {
+        // The helper may have stopped already; then the buffer just goes.
+        let _ = self.empty.send(w.buf);
+    }
+}
+
+fn read_ahead(
+    f: &File,
+    size: u64,
+    magic: u32,
+    window: usize,
+    full: &SyncSender<Window>,
+    empty: &Receiver<AlignedBuf>,
+) {
+    let mut at = 0u64;
+    while at < size {
+        // The loading thread is gone (done early, or failed): stop.
+        let Ok(mut buf) = empty.recv() else { return };
+        let want = round_up(usize::try_from(size - at).unwrap_or(usize::MAX).min(window));
+        let Ok(got) = read_window(f, &mut buf, at, want) else {
+            return;
+        };
+        let mut len = whole_blocks(&buf.as_slice()[..got], magic);
+        if len == 0 {
+            // A block bigger than the window: read it whole, if its header
+            // makes sense and the file holds it.
+            let Some(h) = BlockHeader::decode(&buf.as_slice()[..got.min(BLOCK_HEADER)], magic)
+            else {
+                return;
+            };
+            let need = round_up(BLOCK_HEADER + h.len as usize);
+            if need as u64 > size - at || need <= got {
+                return;
+            }
+            let mut big = AlignedBuf::with_capacity(need);
+            big.resize_zeroed(need);
+            match read_window(f, &mut big, at, need) {
+                Ok(n) if n == need => {}
+                _ => return,
+            }
+            buf = big;
+            len = whole_blocks(&buf.as_slice()[..need], magic);
+            if len == 0 {
+                return;
+            }
+        }
+        if full.send(Window { buf, at, len }).is_err() {
+            return;
+        }
+        at += len as u64;
+    }
+}
+
+/// Read up to `want` bytes (a multiple of [`IO_ALIGN`]) at `at` into
+/// `buf`, growing it if needed; fewer only at the end of the file.
+fn read_window(f: &File, buf: &mut AlignedBuf, at: u64, want: usize) -> io::Result<usize> {
+    if buf.len() < want {
+        buf.resize_zeroed(want);
+    }
+    let b = &mut buf.as_mut_slice()[..want];
+    let mut got = 0;
+    while got < want {
+        match f.read_at(&mut b[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The length of the run of whole blocks at the start of `b`: each header
+/// decodes and each block, padded, ends within `b`.
+fn whole_blocks(b: &[u8], magic: u32) -> usize {
+    let mut end = 0usize;
+    while b.len() - end >= BLOCK_HEADER {
+        let Some(h) = BlockHeader::decode(&b[end..end + BLOCK_HEADER], magic) else {
+            break;
+        };
+        let stop = end + BLOCK_HEADER + h.len as usize;
+        let next = next_block(stop as u64, IO_ALIGN as u32) as usize;
+        if next > b.len() {
+            break;
+        }
+        end = next;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durable::abuf::seal_block;
+    use crate::durable::format::BLOCK_MAGIC_CKPT;
+    use std::io::Write;
+
+    /// A file of sealed blocks with the given payload sizes; returns each
+    /// block's offset and padded bytes.
+    fn blocks_file(path: &std::path::Path, sizes: &[usize]) -> Vec<(u64, Vec<u8>)> {
+        let mut f = File::create(path).unwrap();
+        let mut at = 0u64;
+        let mut out = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let mut b = AlignedBuf::with_capacity(BLOCK_HEADER + n);
+            b.resize_zeroed(BLOCK_HEADER);
+            b.extend_from_slice(&vec![i as u8 + 1; n]);
+            seal_block(&mut b, BLOCK_MAGIC_CKPT, 0, 0, 1);
+            f.write_all(b.as_slice()).unwrap();
+            out.push((at, b.as_slice().to_vec()));
+            at += b.len() as u64;
+        }
+        out
+    }
+
+    /// Windows hand over every block once, in order and intact, blocks
+    /// larger than a window included; a damaged header stops the helper
+    /// just before it.
+    #[test]
+    fn windows_cover_whole_blocks() {
+        let dir = std::env::temp_dir().join(format!("granary-ahead-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("part");
+        let sizes = [100, 5000, 9000, 30_000, 10, 4064, 4065, 20_000, 7];
+        let blocks = blocks_file(&path, &sizes);
+        for damaged in [None, Some(5)] {
+            if let Some(d) = damaged {
+                let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&[0xff], blocks[d].0 + 1).unwrap();
+            }
+            let f = File::open(&path).unwrap();
+            let size = f.metadata().unwrap().len();
+            let mut seen = 0;
+            std::thread::scope(|s| {
+                let a = Ahead::with_window(s, &f, size, BLOCK_MAGIC_CKPT, 2 * IO_ALIGN);
+                while let Some(w) = a.next() {
+                    assert_eq!(w.len % IO_ALIGN, 0);
+                    while seen < blocks.len() && !w.done_by(blocks[seen].0) {
+                        let (at, b) = &blocks[seen];
+                        assert_eq!(w.bytes(*at, b.len()), Some(&b[..]), "block {seen}");
+                        seen += 1;
+                    }
+                    a.recycle(w);
+                }
+            });
+            assert_eq!(seen, damaged.unwrap_or(blocks.len()), "damaged {damaged:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
