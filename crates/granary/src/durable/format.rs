@@ -127,6 +127,9 @@ pub fn read_block_checked(buf: &[u8], at: usize, magic: u32, check_body: bool) -
 
 // ----------------------------------------------------------- log records
 
+/// Bytes of a logged transaction's header (tid, writes).
+pub const LOG_TXN_HEADER: usize = 12;
+
 /// Length marking a delete in a log write entry.
 pub const DELETE: u32 = u32::MAX;
 
@@ -137,20 +140,30 @@ pub const DELETE: u32 = u32::MAX;
 ///                                   (DELETE for a delete), key, value
 /// ```
 pub fn log_record_len<'a>(writes: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>) -> usize {
-    12 + writes
-        .map(|(k, v)| 10 + k.len() + v.map_or(0, <[u8]>::len))
-        .sum::<usize>()
+    LOG_TXN_HEADER + writes.map(|(k, v)| log_write_len(k, v)).sum::<usize>()
+}
+
+/// The bytes one write takes in a logged transaction.
+#[inline]
+pub fn log_write_len(key: &[u8], value: Option<&[u8]>) -> usize {
+    10 + key.len() + value.map_or(0, <[u8]>::len)
 }
 
 pub fn put_log_header(out: &mut impl Sink, tid: u64, writes: u32) {
-    out.put(&tid.to_le_bytes());
-    out.put(&writes.to_le_bytes());
+    // Fixed fields are gathered and appended at once (one length update
+    // instead of one per field: this runs at every commit).
+    let mut h = [0u8; LOG_TXN_HEADER];
+    h[0..8].copy_from_slice(&tid.to_le_bytes());
+    h[8..12].copy_from_slice(&writes.to_le_bytes());
+    out.put(&h);
 }
 
 pub fn put_log_write(out: &mut impl Sink, table: u32, key: &[u8], value: Option<&[u8]>) {
-    out.put(&table.to_le_bytes());
-    out.put(&(key.len() as u16).to_le_bytes());
-    out.put(&value.map_or(DELETE, |v| v.len() as u32).to_le_bytes());
+    let mut h = [0u8; 10];
+    h[0..4].copy_from_slice(&table.to_le_bytes());
+    h[4..6].copy_from_slice(&(key.len() as u16).to_le_bytes());
+    h[6..10].copy_from_slice(&value.map_or(DELETE, |v| v.len() as u32).to_le_bytes());
+    out.put(&h);
     out.put(key);
     if let Some(v) = value {
         out.put(v);

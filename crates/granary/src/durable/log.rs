@@ -160,8 +160,11 @@ impl Durable {
     where
         I: Iterator<Item = (u32, &'a [u8], Option<&'a [u8]>)> + Clone,
     {
-        let need = format::log_record_len(writes.clone().map(|(_, k, v)| (k, v)));
-        let count = writes.clone().count() as u32;
+        let (need, count) = writes
+            .clone()
+            .fold((format::LOG_TXN_HEADER, 0u32), |(n, c), (_, k, v)| {
+                (n + format::log_write_len(k, v), c + 1)
+            });
         let s = &self.slots[slot];
         let mut cur = s.cur.lock();
         let stale = cur.as_ref().is_some_and(|b| {
