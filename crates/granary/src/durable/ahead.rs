@@ -3,10 +3,9 @@
 //! while the loading thread decodes the previous window.
 //!
 //! With buffered `pread`s of each block, the kernel's copy out of the page
-//! cache was the largest cost of a checkpoint load after record
-//! allocation; with `O_DIRECT` the disk writes straight into the window,
-//! and the loading thread never waits on the disk while the helper stays
-//! a window ahead. v02 files allow this: every block starts on an
+//! cache took about a tenth of a checkpoint load's CPU; with `O_DIRECT`
+//! the disk writes straight into the window, and the loading thread does
+//! not wait on the disk while the helper stays a window ahead. v02 files allow this: every block starts on an
 //! [`IO_ALIGN`] boundary and the file's length is a multiple of it
 //! (docs/FORMAT.md).
 //!
@@ -22,6 +21,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::{Scope, ScopedJoinHandle};
 
 use super::abuf::{round_up, AlignedBuf};
 use super::format::{next_block, BlockHeader, BLOCK_HEADER, IO_ALIGN};
@@ -53,41 +53,59 @@ impl Window {
 }
 
 /// The loading thread's end of a read-ahead.
-pub(crate) struct Ahead {
+pub(crate) struct Ahead<'scope> {
     full: Receiver<Window>,
     empty: SyncSender<AlignedBuf>,
+    /// Returns the buffers handed back to it, for the next file.
+    helper: ScopedJoinHandle<'scope, Vec<AlignedBuf>>,
 }
 
-impl Ahead {
+impl<'scope> Ahead<'scope> {
     /// Start reading `f` (`size` bytes, blocks with magic `magic` padded
-    /// to [`IO_ALIGN`]) on a thread of `scope`.
-    pub fn start<'scope>(
-        scope: &'scope std::thread::Scope<'scope, '_>,
+    /// to [`IO_ALIGN`]) on a thread of `scope`, into buffers taken from
+    /// `spare` (or new ones).
+    pub fn start(
+        scope: &'scope Scope<'scope, '_>,
         f: &'scope File,
         size: u64,
         magic: u32,
-    ) -> Ahead {
-        Ahead::with_window(scope, f, size, magic, WINDOW)
+        spare: &mut Vec<AlignedBuf>,
+    ) -> Ahead<'scope> {
+        Ahead::with_window(scope, f, size, magic, WINDOW, spare)
     }
 
     /// As [`Ahead::start`], with windows of `window` bytes (a multiple of
     /// [`IO_ALIGN`]).
-    fn with_window<'scope>(
-        scope: &'scope std::thread::Scope<'scope, '_>,
+    fn with_window(
+        scope: &'scope Scope<'scope, '_>,
         f: &'scope File,
         size: u64,
         magic: u32,
         window: usize,
-    ) -> Ahead {
+        spare: &mut Vec<AlignedBuf>,
+    ) -> Ahead<'scope> {
         let (full_tx, full) = sync_channel(WINDOWS);
         let (empty, empty_rx) = sync_channel(WINDOWS);
         for _ in 0..WINDOWS {
-            let mut b = AlignedBuf::with_capacity(window);
-            b.resize_zeroed(window);
+            let b = spare.pop().unwrap_or_else(|| {
+                let mut b = AlignedBuf::with_capacity(window);
+                b.resize_zeroed(window);
+                b
+            });
             empty.send(b).expect("the receiver is here");
         }
-        scope.spawn(move || read_ahead(f, size, magic, window, &full_tx, &empty_rx));
-        Ahead { full, empty }
+        let helper = scope.spawn(move || {
+            read_windows(f, size, magic, window, full_tx, &empty_rx);
+            // Done, or stopped: keep what the loader hands back until it
+            // finishes, so its next file reuses the (already faulted-in)
+            // memory.
+            empty_rx.iter().collect()
+        });
+        Ahead {
+            full,
+            empty,
+            helper,
+        }
     }
 
     /// The next window, or `None` once the helper has stopped (at the end
@@ -98,17 +116,40 @@ impl Ahead {
 
     /// Hand a decoded window's buffer back for reuse.
     pub fn recycle(&self, w: Window) {
-        // The helper may have stopped already; then the buffer just goes.
+        // The helper takes it, reading or not; if it has panicked, the
+        // buffer just goes.
         let _ = self.empty.send(w.buf);
+    }
+
+    /// End the read-ahead once the file is loaded (`last`: the window in
+    /// hand, if any); returns every buffer, for the next file.
+    pub fn finish(self, last: Option<Window>) -> Vec<AlignedBuf> {
+        let Ahead {
+            full,
+            empty,
+            helper,
+        } = self;
+        if let Some(w) = last {
+            let _ = empty.send(w.buf);
+        }
+        drop(empty);
+        let mut bufs = match helper.join() {
+            Ok(b) => b,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        bufs.extend(full.try_iter().map(|w| w.buf));
+        bufs
     }
 }
 
-fn read_ahead(
+/// Fill windows until the end of the file or the first thing that cannot
+/// be read or parsed; `full` is dropped on return, which tells the loader.
+fn read_windows(
     f: &File,
     size: u64,
     magic: u32,
     window: usize,
-    full: &SyncSender<Window>,
+    full: SyncSender<Window>,
     empty: &Receiver<AlignedBuf>,
 ) {
     let mut at = 0u64;
@@ -231,8 +272,9 @@ mod tests {
             let f = File::open(&path).unwrap();
             let size = f.metadata().unwrap().len();
             let mut seen = 0;
+            let mut spare = Vec::new();
             std::thread::scope(|s| {
-                let a = Ahead::with_window(s, &f, size, BLOCK_MAGIC_CKPT, 2 * IO_ALIGN);
+                let a = Ahead::with_window(s, &f, size, BLOCK_MAGIC_CKPT, 2 * IO_ALIGN, &mut spare);
                 while let Some(w) = a.next() {
                     assert_eq!(w.len % IO_ALIGN, 0);
                     while seen < blocks.len() && !w.done_by(blocks[seen].0) {
@@ -242,7 +284,11 @@ mod tests {
                     }
                     a.recycle(w);
                 }
+                spare = a.finish(None);
             });
+            if damaged.is_none() {
+                assert_eq!(spare.len(), WINDOWS, "buffers come back for reuse");
+            }
             assert_eq!(seen, damaged.unwrap_or(blocks.len()), "damaged {damaged:?}");
         }
         std::fs::remove_dir_all(&dir).unwrap();

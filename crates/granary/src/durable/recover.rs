@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::abuf::open_aligned;
+use super::abuf::{open_aligned, AlignedBuf};
 use super::ahead::{Ahead, Window};
 use super::format::{
     self, BlockHeader, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG,
@@ -486,8 +486,8 @@ impl DirInfo {
 }
 
 /// Load `info` into `db` (whose tables exist, in catalog order) with
-/// `threads` threads.
-/// `direct`: read checkpoint files with `O_DIRECT` where allowed.
+/// `threads` threads, reading checkpoint files with `O_DIRECT` where the
+/// file system allows it if `direct`.
 pub(crate) fn replay(
     db: &Database,
     info: &DirInfo,
@@ -541,11 +541,13 @@ pub(crate) fn replay(
 }
 
 /// A recovery thread's own state: open log files (by index into the
-/// scan's), a read buffer, and the slabs its records are carved from.
+/// scan's), a read buffer, read-ahead windows between checkpoint files,
+/// and the slabs its records are carved from.
 #[derive(Default)]
 struct Scratch {
     files: Vec<Option<File>>,
     buf: Vec<u8>,
+    windows: Vec<AlignedBuf>,
     slabs: Slabs,
 }
 
@@ -640,7 +642,12 @@ fn load_part(
     direct: bool,
     scratch: &mut Scratch,
 ) -> Result<(u64, u64), Error> {
-    let Scratch { buf, slabs, .. } = scratch;
+    let Scratch {
+        buf,
+        slabs,
+        windows,
+        ..
+    } = scratch;
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
     fp("recover-read").map_err(|e| io("read", e))?;
     let f = File::open(path).map_err(|e| io("open", e))?;
@@ -675,7 +682,7 @@ fn load_part(
     std::thread::scope(|scope| {
         let ahead = aligned
             .as_ref()
-            .map(|a| Ahead::start(scope, a, size, BLOCK_MAGIC_CKPT));
+            .map(|a| Ahead::start(scope, a, size, BLOCK_MAGIC_CKPT, windows));
         let mut window: Option<Window> = None;
         while at < size {
             if let Some(a) = &ahead {
@@ -736,6 +743,9 @@ fn load_part(
             // v02: zeros pad each block to `align`.
             at = format::next_block(at + BLOCK_HEADER as u64 + u64::from(h.len), align);
         }
+        if let Some(a) = ahead {
+            *windows = a.finish(window);
+        }
         Ok(())
     })?;
     if (blocks, records) != (expect.1, expect.2) {
@@ -765,7 +775,9 @@ fn replay_block(
     scratch: &mut Scratch,
     deleted: &[AtomicBool],
 ) -> Result<(u64, u64), Error> {
-    let Scratch { files, buf, slabs } = scratch;
+    let Scratch {
+        files, buf, slabs, ..
+    } = scratch;
     let (path, at, h) = (b.path, b.at, b.h);
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
     if files.len() <= b.file {
