@@ -24,7 +24,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::{Scope, ScopedJoinHandle};
 
 use super::abuf::{round_up, AlignedBuf};
-use super::format::{next_block, BlockHeader, BLOCK_HEADER, IO_ALIGN};
+use super::format::{
+    next_block, read_block_checked, BlockHeader, BlockRead, BLOCK_HEADER, IO_ALIGN,
+};
 
 /// Bytes read per window (more for a block larger than this).
 const WINDOW: usize = 4 << 20;
@@ -39,11 +41,9 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    /// The file's bytes `[at, at + n)`, if this window holds them.
-    pub fn bytes(&self, at: u64, n: usize) -> Option<&[u8]> {
-        let off = usize::try_from(at.checked_sub(self.at)?).ok()?;
-        let end = off.checked_add(n)?;
-        (end <= self.len).then(|| &self.buf.as_slice()[off..end])
+    /// The whole blocks it holds.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf.as_slice()[..self.len]
     }
 
     /// Whether the window ends at or before `at`.
@@ -211,19 +211,19 @@ fn read_window(f: &File, buf: &mut AlignedBuf, at: u64, want: usize) -> io::Resu
 }
 
 /// The length of the run of whole blocks at the start of `b`: each header
-/// decodes and each block, padded, ends within `b`.
+/// decodes and each block, padded, ends within `b` (bodies are checked by
+/// the loader).
 fn whole_blocks(b: &[u8], magic: u32) -> usize {
     let mut end = 0usize;
-    while b.len() - end >= BLOCK_HEADER {
-        let Some(h) = BlockHeader::decode(&b[end..end + BLOCK_HEADER], magic) else {
-            break;
-        };
-        let stop = end + BLOCK_HEADER + h.len as usize;
-        let next = next_block(stop as u64, IO_ALIGN as u32) as usize;
-        if next > b.len() {
+    while let BlockRead::Block(h, _) = read_block_checked(b, end, magic, false) {
+        let next = next_block(
+            (end + BLOCK_HEADER + h.len as usize) as u64,
+            IO_ALIGN as u32,
+        );
+        if next > b.len() as u64 {
             break;
         }
-        end = next;
+        end = next as usize;
     }
     end
 }
@@ -279,7 +279,12 @@ mod tests {
                     assert_eq!(w.len % IO_ALIGN, 0);
                     while seen < blocks.len() && !w.done_by(blocks[seen].0) {
                         let (at, b) = &blocks[seen];
-                        assert_eq!(w.bytes(*at, b.len()), Some(&b[..]), "block {seen}");
+                        let off = (*at - w.at) as usize;
+                        assert_eq!(
+                            w.bytes().get(off..off + b.len()),
+                            Some(&b[..]),
+                            "block {seen}"
+                        );
                         seen += 1;
                     }
                     a.recycle(w);

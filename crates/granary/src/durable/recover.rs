@@ -35,8 +35,8 @@ use std::sync::Mutex;
 use super::abuf::{open_aligned, AlignedBuf};
 use super::ahead::{Ahead, Window};
 use super::format::{
-    self, BlockHeader, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG,
-    CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
+    self, BlockHeader, BlockRead, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT,
+    BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
 };
 use super::{fp, sync_dir, DELETING_SUFFIX};
 use crate::db::{Database, Shared, TableId};
@@ -252,27 +252,13 @@ fn header_at(
     }
     let mut h = [0u8; BLOCK_HEADER];
     f.read_exact_at(&mut h, at)?;
-    Ok(check_header(&h, at, limit, magic))
-}
-
-/// Check the header bytes `h` of the block at `at`, which must end by
-/// `limit` (there are at least `BLOCK_HEADER` bytes before it).
-fn check_header(h: &[u8], at: u64, limit: u64, magic: u32) -> Result<BlockHeader, &'static str> {
-    let Some(h) = BlockHeader::decode(h, magic) else {
-        return Err("bad block header (magic or checksum)");
+    let Some(h) = BlockHeader::decode(&h, magic) else {
+        return Ok(Err("bad block header (magic or checksum)"));
     };
     if limit - at - (BLOCK_HEADER as u64) < u64::from(h.len) {
-        return Err("truncated block payload");
+        return Ok(Err("truncated block payload"));
     }
-    Ok(h)
-}
-
-/// Check a block's body against its header's checksum.
-fn check_body<'b>(body: &'b [u8], h: &BlockHeader) -> Result<&'b [u8], &'static str> {
-    if format::crc(body) != h.body_crc {
-        return Err("block payload checksum mismatch");
-    }
-    Ok(body)
+    Ok(Ok(h))
 }
 
 /// Read the body of the block at `at` (whose header is `h`) into `buf`
@@ -289,26 +275,22 @@ fn body_at<'b>(
     }
     let body = &mut buf[..n];
     f.read_exact_at(body, at + BLOCK_HEADER as u64)?;
-    Ok(check_body(body, h))
+    if format::crc(body) != h.body_crc {
+        return Ok(Err("block payload checksum mismatch"));
+    }
+    Ok(Ok(body))
 }
 
-/// The block at `at` (in a file of `limit` bytes), checked as by
-/// [`header_at`] and [`body_at`], if read-ahead window `w` holds it.
-fn block_in(
-    w: &Window,
-    at: u64,
-    limit: u64,
-    magic: u32,
-) -> Option<Result<(BlockHeader, &[u8]), &'static str>> {
-    if limit - at < BLOCK_HEADER as u64 {
-        return None;
+/// The block at `at`, checked as by [`header_at`] and [`body_at`], if
+/// read-ahead window `w` holds it (a window holds only whole blocks, so
+/// one that starts in it ends in it).
+fn block_in(w: &Window, at: u64, magic: u32) -> Option<Result<(BlockHeader, &[u8]), &'static str>> {
+    let off = usize::try_from(at.checked_sub(w.at)?).ok()?;
+    match format::read_block_checked(w.bytes(), off, magic, true) {
+        BlockRead::Block(h, body) => Some(Ok((h, body))),
+        BlockRead::Bad(m) => Some(Err(m)),
+        BlockRead::End => None,
     }
-    let h = match check_header(w.bytes(at, BLOCK_HEADER)?, at, limit, magic) {
-        Ok(h) => h,
-        Err(m) => return Some(Err(m)),
-    };
-    let body = w.bytes(at + BLOCK_HEADER as u64, h.len as usize)?;
-    Some(check_body(body, &h).map(|b| (h, b)))
 }
 
 /// Scan one log file: its header, then the blocks of its durable prefix
@@ -700,7 +682,7 @@ fn load_part(
             }
             let found = window
                 .as_ref()
-                .and_then(|wd| block_in(wd, at, size, BLOCK_MAGIC_CKPT));
+                .and_then(|wd| block_in(wd, at, BLOCK_MAGIC_CKPT));
             let (h, body) = match found {
                 Some(checked) => checked.map_err(|m| corrupt(path, at, m))?,
                 None => {
