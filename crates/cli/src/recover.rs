@@ -45,6 +45,8 @@ struct Output {
     recovery_seconds: f64,
     /// Bytes recovery reads (checkpoint files, replayed log blocks).
     read_bytes: u64,
+    /// User plus system CPU time the process spent in `Database::open`.
+    recovery_cpu_seconds: f64,
     /// Reading the same bytes with as many threads.
     read_seconds: f64,
     recovery_over_read: f64,
@@ -79,9 +81,11 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
     let opts = Options::default()
         .loggers(info.pepoch.positions.len())
         .recovery_threads(threads);
+    let cpu = cpu_seconds();
     let t = Instant::now();
     let db = Database::open(&a.dir, opts).map_err(|e| e.to_string())?;
     let recovery_seconds = t.elapsed().as_secs_f64();
+    let recovery_cpu_seconds = cpu_seconds() - cpu;
     let s = db
         .durability_stats()
         .expect("a durable database has stats")
@@ -102,6 +106,7 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         log_seconds: s.log_seconds,
         log_gb_per_s: gbs(s.log_bytes, s.log_seconds),
         recovery_seconds,
+        recovery_cpu_seconds,
         read_bytes,
         read_seconds,
         recovery_over_read: recovery_seconds / read_seconds.max(1e-9),
@@ -113,6 +118,12 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         out.pepoch,
         threads,
         recovery_seconds
+    );
+    println!(
+        "  CPU {:.3} s: {:.2} of {} threads busy on average",
+        recovery_cpu_seconds,
+        recovery_cpu_seconds / recovery_seconds.max(1e-9),
+        threads
     );
     println!(
         "  checkpoint {:>10.1} MB  {:>9} records  {:.3} s  {:.2} GB/s",
@@ -144,6 +155,18 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
 /// scans), so the next read of them goes to the disk. Needs no privilege,
 /// unlike `echo 3 > /proc/sys/vm/drop_caches`; the files are synced first,
 /// as only clean pages can be dropped.
+/// User plus system CPU time of the whole process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: `rusage` is plain integers, for which zeros are valid.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `getrusage` fills the struct it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
 fn evict(info: &durable::recover::DirInfo, ranges: &[(PathBuf, u64, u64)]) -> Result<(), String> {
     let files = ranges
         .iter()

@@ -482,6 +482,58 @@ fn interrupted_checkpoint_is_ignored_and_damaged_one_is_an_error() {
 }
 
 #[test]
+fn damaged_log_is_reported_before_a_damaged_checkpoint() {
+    // Recovery scans the logs while the checkpoint loads; whichever
+    // finishes first, a damaged log is the error, as when the scan came
+    // first.
+    let dir = TempDir::new("bothdamage");
+    {
+        let db = Database::open(dir.path(), opts()).unwrap();
+        let t = db.open_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0u32..1000 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
+        }
+        db.checkpoint().unwrap();
+        for i in 1000u32..1200 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"w")).unwrap();
+        }
+    }
+    let info = granary::durable::scan(dir.path()).unwrap();
+    let log = info
+        .logs
+        .iter()
+        .find(|f| f.blocks > 0)
+        .unwrap()
+        .path
+        .clone();
+    let (ck, _) = info.checkpoint().expect("a complete checkpoint");
+    let part = ck.join("part.0");
+    let flip = |p: &Path, at: usize| {
+        let mut b = std::fs::read(p).unwrap();
+        b[at] ^= 0x40;
+        std::fs::write(p, &b).unwrap();
+    };
+    // The first log block's header (its magic).
+    flip(&log, granary::durable::format::IO_ALIGN + 1);
+    match Database::open(dir.path(), opts()) {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, log),
+        other => panic!("expected Corrupt in {}, got {other:?}", log.display()),
+    }
+    flip(&part, 50);
+    match Database::open(dir.path(), opts()) {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, log),
+        other => panic!("expected Corrupt in {}, got {other:?}", log.display()),
+    }
+    // With the log mended, the checkpoint's damage is the error.
+    flip(&log, granary::durable::format::IO_ALIGN + 1);
+    match Database::open(dir.path(), opts()) {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, part),
+        other => panic!("expected Corrupt in {}, got {other:?}", part.display()),
+    }
+}
+
+#[test]
 fn torn_catalog_entry_is_cut_before_the_next_table() {
     let dir = TempDir::new("torncat");
     drop(Database::open(dir.path(), opts()).unwrap().open_table("a"));

@@ -443,7 +443,8 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
     if !recover::exists(&dir) {
         init_dir(&dir, options.loggers)?;
     }
-    let info = recover::scan_with(&dir, false)?;
+    // The log files are scanned during the checkpoint load (`replay`).
+    let mut info = recover::scan_meta(&dir)?;
     let n = info.pepoch.positions.len();
     if n != options.loggers {
         return Err(Error::InvalidOption(format!(
@@ -455,7 +456,7 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
     for (_, name) in &info.tables {
         db.create_table(name)?;
     }
-    let recovered = recover::replay(&db, &info, options.recovery_threads, options.direct_io)?;
+    let recovered = recover::replay(&db, &mut info, options.recovery_threads, options.direct_io)?;
     {
         let mut w = db.worker()?;
         for &t in &recovered.tables_with_deletes {

@@ -134,6 +134,14 @@ pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
 /// checksums) are read: recovery checks the bodies it replays itself, and
 /// never reads blocks a checkpoint supersedes (SiloR §5.2).
 pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
+    let mut info = scan_meta(dir)?;
+    (info.logs, info.stale_max) = scan_logs(&info, bodies)?;
+    Ok(info)
+}
+
+/// [`scan_with`] without the log files (`logs` empty, `stale_max` none):
+/// the pepoch, the catalog, the voids and the checkpoints.
+pub(crate) fn scan_meta(dir: &Path) -> Result<DirInfo, Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let pe_path = dir.join(format::PEPOCH_FILE);
     let pe_bytes = fs::read(&pe_path).map_err(|e| io("read pepoch", &pe_path, e))?;
@@ -180,7 +188,23 @@ pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
         checkpoints.push(CheckpointInfo { path, manifest });
     }
     checkpoints.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(DirInfo {
+        dir: dir.to_path_buf(),
+        pepoch,
+        tables,
+        catalog_len: catalog_len as u64,
+        checkpoints,
+        logs: Vec::new(),
+        voids,
+        stale_max: None,
+    })
+}
 
+/// The log files of every logger of `meta` (from [`scan_meta`]), and the
+/// `stale_max` they give.
+fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<(Vec<LogFileInfo>, Option<u64>), Error> {
+    let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
+    let (dir, pepoch, voids) = (&meta.dir, &meta.pepoch, &meta.voids);
     let mut logs = Vec::new();
     let mut stale_max = None;
     for (i, &(g, n)) in pepoch.positions.iter().enumerate() {
@@ -203,7 +227,7 @@ pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
                 i,
                 (g, n),
                 pepoch.epoch,
-                &voids,
+                voids,
                 &mut stale_max,
                 bodies,
             )?;
@@ -227,16 +251,7 @@ pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
             ));
         }
     }
-    Ok(DirInfo {
-        dir: dir.to_path_buf(),
-        pepoch,
-        tables,
-        catalog_len: catalog_len as u64,
-        checkpoints,
-        logs,
-        voids,
-        stale_max,
-    })
+    Ok((logs, stale_max))
 }
 
 /// Read and check the header of the block at `at`, which must end by
@@ -423,10 +438,15 @@ impl DirInfo {
     /// epoch first (SiloR §5.2: most keys' final versions then arrive
     /// first, and older ones are skipped without being copied).
     fn replay_blocks(&self) -> Vec<(usize, u64, BlockHeader)> {
+        self.replay_blocks_of(&self.logs)
+    }
+
+    /// As [`DirInfo::replay_blocks`], for log files `logs` (which this
+    /// `DirInfo` from [`scan_meta`] does not hold yet).
+    fn replay_blocks_of(&self, logs: &[LogFileInfo]) -> Vec<(usize, u64, BlockHeader)> {
         let low = self.checkpoint().map_or(0, |(_, m)| m.low);
         let ep = self.pepoch.epoch;
-        let mut v: Vec<(usize, u64, BlockHeader)> = self
-            .logs
+        let mut v: Vec<(usize, u64, BlockHeader)> = logs
             .iter()
             .enumerate()
             .flat_map(|(i, f)| f.index.iter().map(move |&(at, h)| (i, at, h)))
@@ -467,12 +487,22 @@ impl DirInfo {
     }
 }
 
-/// Load `info` into `db` (whose tables exist, in catalog order) with
-/// `threads` threads, reading checkpoint files with `O_DIRECT` where the
-/// file system allows it if `direct`.
+/// Log blocks a replay thread asks the kernel to read ahead of the one it
+/// takes (each at most a log buffer, 512 KB by default).
+const LOG_LOOKAHEAD: usize = 4;
+
+/// Load the directory `info` describes into `db` (whose tables exist, in
+/// catalog order) with `threads` threads, reading checkpoint files with
+/// `O_DIRECT` where the file system allows it if `direct`.
+///
+/// `info` comes from [`scan_meta`]: its log files are scanned here, by one
+/// more thread while the checkpoint loads (the scan waits on the disk for
+/// one block header after another, and needs nothing the load makes),
+/// and filled in before the logs are replayed. A damaged log is reported
+/// before a damaged checkpoint, as when the scan came first.
 pub(crate) fn replay(
     db: &Database,
-    info: &DirInfo,
+    info: &mut DirInfo,
     threads: usize,
     direct: bool,
 ) -> Result<RecoveryStats, Error> {
@@ -483,14 +513,25 @@ pub(crate) fn replay(
         ..RecoveryStats::default()
     };
     let t0 = std::time::Instant::now();
-    if let Some((path, m)) = info.checkpoint() {
-        stats.checkpoint_low = Some(m.low);
-        let parts: Vec<PathBuf> = (0..m.files.len())
-            .map(|i| path.join(format::ckpt_part_name(i)))
-            .collect();
-        let (bytes, records) = parallel(db, threads, parts.len(), |w, scratch, i| {
-            load_part(w, &parts[i], m.files[i], m.align, direct, scratch)
-        })?;
+    let (scanned, loaded) = std::thread::scope(|s| {
+        let meta = &*info;
+        let scan = s.spawn(move || {
+            let (logs, stale_max) = scan_logs(meta, false)?;
+            // Have the first blocks replay takes on their way by then.
+            for &b in meta.replay_blocks_of(&logs).iter().take(LOG_LOOKAHEAD) {
+                advise_block(&[], &logs, b);
+            }
+            Ok::<_, Error>((logs, stale_max))
+        });
+        let loaded = load_checkpoint(db, meta, threads, direct);
+        let scanned = scan
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (scanned, loaded)
+    });
+    (info.logs, info.stale_max) = scanned?;
+    if let Some((low, bytes, records)) = loaded? {
+        stats.checkpoint_low = Some(low);
         stats.checkpoint_bytes = bytes;
         stats.checkpoint_records = records;
     }
@@ -500,7 +541,16 @@ pub(crate) fn replay(
     // Which tables replayed a delete, so only they are swept of tombstones
     // (checkpoints hold no absent records).
     let deleted: Vec<AtomicBool> = info.tables.iter().map(|_| AtomicBool::new(false)).collect();
+    // Blocks go newest epoch first, so mostly backwards through a file,
+    // where the kernel's own readahead does not help: each thread asks for
+    // the next few blocks as it takes one.
+    let advised = AtomicUsize::new(LOG_LOOKAHEAD);
     let (bytes, applied) = parallel(db, threads, blocks.len(), |w, scratch, j| {
+        let want = (j + 1 + LOG_LOOKAHEAD).min(blocks.len());
+        let from = advised.fetch_max(want, Ordering::Relaxed).max(j + 1);
+        for &b in blocks.get(from..want).unwrap_or(&[]) {
+            advise_block(&scratch.files, &info.logs, b);
+        }
         let (i, at, h) = blocks[j];
         let block = Block {
             path: &info.logs[i].path,
@@ -520,6 +570,26 @@ pub(crate) fn replay(
     stats.log_records_applied = applied;
     stats.log_seconds = t1.elapsed().as_secs_f64();
     Ok(stats)
+}
+
+/// Load the checkpoint `info` names, if any, with `threads` threads;
+/// returns its e_l, bytes and records.
+fn load_checkpoint(
+    db: &Database,
+    info: &DirInfo,
+    threads: usize,
+    direct: bool,
+) -> Result<Option<(u64, u64, u64)>, Error> {
+    let Some((path, m)) = info.checkpoint() else {
+        return Ok(None);
+    };
+    let parts: Vec<PathBuf> = (0..m.files.len())
+        .map(|i| path.join(format::ckpt_part_name(i)))
+        .collect();
+    let (bytes, records) = parallel(db, threads, parts.len(), |w, scratch, i| {
+        load_part(w, &parts[i], m.files[i], m.align, direct, scratch)
+    })?;
+    Ok(Some((m.low, bytes, records)))
 }
 
 /// A recovery thread's own state: open log files (by index into the
@@ -747,6 +817,34 @@ struct Block<'a> {
     file: usize,
     at: u64,
     h: &'a BlockHeader,
+}
+
+/// Ask the kernel to start reading log block `(i, at, h)` into the page
+/// cache, through `files[i]` if open. A hint: an error here changes
+/// nothing but speed (and is met again, and reported, when the block is
+/// replayed).
+fn advise_block(
+    files: &[Option<File>],
+    logs: &[LogFileInfo],
+    (i, at, h): (usize, u64, BlockHeader),
+) {
+    use std::os::fd::AsRawFd;
+    let len = BLOCK_HEADER as u64 + u64::from(h.len);
+    let (Ok(at), Ok(len)) = (i64::try_from(at), i64::try_from(len)) else {
+        return;
+    };
+    let advise = |f: &File| {
+        // SAFETY: a plain syscall on an open descriptor.
+        let _ = unsafe { libc::posix_fadvise(f.as_raw_fd(), at, len, libc::POSIX_FADV_WILLNEED) };
+    };
+    match files.get(i) {
+        Some(Some(f)) => advise(f),
+        _ => {
+            if let Ok(f) = File::open(&logs[i].path) {
+                advise(&f);
+            }
+        }
+    }
 }
 
 /// Replay one log block; its body is read and checked here. Marks in
