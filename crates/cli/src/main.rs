@@ -80,7 +80,8 @@ enum Bench {
     YcsbMix(ycsb_mix::YcsbMixArgs),
     /// Time recovery of a durable database directory (SiloR §5) and
     /// compare it with just reading the bytes recovery reads; reports GB/s
-    /// of checkpoint and log. The files are evicted from the page cache
+    /// of checkpoint and log, and the CPU time recovery took (how many
+    /// threads it kept busy on average). The files are evicted from the page cache
     /// (posix_fadvise, no privilege needed) before the read and again
     /// before recovery, so both start cold. Example: granary bench recover
     /// /tmp/db --threads 2
