@@ -654,29 +654,32 @@ impl Worker {
             // SAFETY: pinned by the caller.
             let mut pin = unsafe { ReadPin::new() };
             // The cursor is used once: a retry looks the key up.
-            let found = if let Some(c) = cursor.take() {
+            let look = if let Some(c) = cursor.take() {
                 let r = slabs.alloc(word, bytes);
                 match c.insert(key, r.as_ptr() as u64, &mut pin) {
                     granary_index::Insert::Inserted(_) => break,
                     granary_index::Insert::Exists { value } => {
                         // SAFETY: never published.
                         unsafe { Record::free(r) };
-                        Some(value)
+                        Ok(value)
                     }
                 }
             } else {
-                tree.get(key, &pin).value
+                let look = tree.get(key, &pin);
+                look.value.ok_or(look.leaf)
             };
-            match found {
-                None => {
+            match look {
+                // Absent: into the leaf the lookup ended in, if it still
+                // covers the key and has room (no second descent).
+                Err(leaf) => {
                     let r = slabs.alloc(word, bytes);
-                    match tree.insert(key, r.as_ptr() as u64, &mut pin) {
+                    match tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) {
                         granary_index::Insert::Inserted(_) => break,
                         // SAFETY: never published.
                         granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
                     }
                 }
-                Some(p) => {
+                Ok(p) => {
                     // SAFETY: reachable while pinned.
                     let rec = unsafe { &*(p as *const Record) };
                     let old = rec.lock();

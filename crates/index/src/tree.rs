@@ -726,6 +726,38 @@ impl Tree {
         into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g))
     }
 
+    /// Insert `key → value` if the key is absent, as [`Tree::insert`]
+    /// does, trying first the leaf `hint` — the [`Lookup::leaf`] of a
+    /// lookup of the same key that found it absent — so the insert needs
+    /// no second descent. The leaf is used only if, read under its version,
+    /// it still covers the key and has room (the same checks as a
+    /// [`Cursor`]'s); otherwise the insert descends from the root. A stale
+    /// or unrelated hint makes the insert slower, never wrong.
+    pub fn insert_hinted<G: Guard>(
+        &self,
+        hint: LeafRef,
+        key: &[u8],
+        value: u64,
+        g: &mut G,
+    ) -> Insert {
+        let k = SearchKey::new(key);
+        // SAFETY: leaves live as long as the tree (`LeafRef`).
+        let l = unsafe { hint.0.as_ref() };
+        let v = l.header.version.stable();
+        // SAFETY: pinned by the caller's guard.
+        if let Covers::Yes = unsafe { covers(l, v, &k) } {
+            // SAFETY: `l` covered `k` at `v`; pinned. With the parent
+            // unknown, a full leaf returns `None` rather than splitting.
+            let done = unsafe {
+                self.insert_into::<false>(l, v, Parent::Unknown, &k, value, false, &mut None)
+            };
+            if let Some(done) = done {
+                return into_insert(done);
+            }
+        }
+        into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g))
+    }
+
     /// Insert or overwrite; returns the old value if there was one, and the
     /// leaf change if a key was added.
     pub fn upsert<G: Guard>(
@@ -1648,6 +1680,94 @@ mod tests {
             let s = check(&t);
             let want: Vec<_> = model.into_iter().collect();
             assert!(s.keys == want, "round {round}");
+        }
+    }
+
+    /// Lookups, then inserts of the absent keys through the lookup's leaf
+    /// (sometimes a stale one: another key's, or from before other
+    /// inserts and removes), against a model.
+    #[test]
+    fn insert_hinted_after_lookups() {
+        let mut rng = seed("insert_hinted_after_lookups");
+        for round in 0..20 {
+            let keys = mixed_keys(&mut rng, 2_000);
+            let t = Tree::new();
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            let mut model = std::collections::BTreeMap::new();
+            let mut old_hint = None;
+            for step in 0..6_000u64 {
+                let r = next(&mut rng);
+                let k = &keys[(r >> 8) as usize % keys.len()];
+                if r.is_multiple_of(8) {
+                    assert_eq!(t.remove(k, &mut g).map(|x| x.0), model.remove(k));
+                    continue;
+                }
+                let look = t.get(k, &g);
+                assert_eq!(
+                    look.value,
+                    model.get(k).copied(),
+                    "round {round} step {step}"
+                );
+                let hint = match (r >> 4) % 4 {
+                    0 => old_hint.unwrap_or(look.leaf),
+                    _ => look.leaf,
+                };
+                old_hint = Some(look.leaf);
+                match (t.insert_hinted(hint, k, step, &mut g), model.get(k)) {
+                    (Insert::Exists { value }, Some(&v)) => assert_eq!(value, v),
+                    (Insert::Inserted(_), None) => {
+                        model.insert(k.clone(), step);
+                    }
+                    (got, want) => panic!("round {round} step {step}: {got:?}, model {want:?}"),
+                }
+            }
+            let s = check(&t);
+            let want: Vec<_> = model.into_iter().collect();
+            assert!(s.keys == want, "round {round}");
+        }
+    }
+
+    /// Threads look keys up and insert the absent ones through the
+    /// lookup's leaf, racing each other's splits: every key goes in once.
+    #[test]
+    fn insert_hinted_concurrent() {
+        let base = seed("insert_hinted_concurrent");
+        for round in 0..4u64 {
+            let mut rng = base ^ round;
+            let keys = mixed_keys(&mut rng, 20_000);
+            let t = Tree::new();
+            let won: usize = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..3u64)
+                    .map(|th| {
+                        let (t, keys) = (&t, &keys);
+                        s.spawn(move || {
+                            // SAFETY: only LeakGuards on this tree.
+                            let mut g = unsafe { LeakGuard::new() };
+                            let mut rng = base ^ (round << 8) ^ th;
+                            let mut won = 0;
+                            for _ in 0..keys.len() {
+                                let i = next(&mut rng) as usize % keys.len();
+                                let look = t.get(&keys[i], &g);
+                                if look.value.is_some() {
+                                    continue;
+                                }
+                                match t.insert_hinted(look.leaf, &keys[i], i as u64, &mut g) {
+                                    Insert::Inserted(_) => won += 1,
+                                    Insert::Exists { value } => assert_eq!(value, i as u64),
+                                }
+                            }
+                            won
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            let s = check(&t);
+            assert_eq!(s.keys.len(), won, "round {round}");
+            for (k, v) in &s.keys {
+                assert_eq!(&keys[*v as usize], k, "round {round}");
+            }
         }
     }
 
