@@ -442,18 +442,24 @@ fn damaged_files_follow_the_policy() {
     drop(db);
 }
 
+/// 1000 rows in table `t`, a checkpoint, then `after` more rows.
+fn checkpointed_rows(dir: &Path, after: u32) {
+    let db = Database::open(dir, opts()).unwrap();
+    let t = db.open_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    for i in 0u32..1000 {
+        w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
+    }
+    db.checkpoint().unwrap();
+    for i in 1000..1000 + after {
+        w.run(|tx| tx.put(t, &i.to_be_bytes(), b"w")).unwrap();
+    }
+}
+
 #[test]
 fn interrupted_checkpoint_is_ignored_and_damaged_one_is_an_error() {
     let dir = TempDir::new("ckptdamage");
-    {
-        let db = Database::open(dir.path(), opts()).unwrap();
-        let t = db.open_table("t").unwrap();
-        let mut w = db.worker().unwrap();
-        for i in 0u32..1000 {
-            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
-        }
-        db.checkpoint().unwrap();
-    }
+    checkpointed_rows(dir.path(), 0);
     let ck = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
@@ -487,18 +493,7 @@ fn damaged_log_is_reported_before_a_damaged_checkpoint() {
     // finishes first, a damaged log is the error, as when the scan came
     // first.
     let dir = TempDir::new("bothdamage");
-    {
-        let db = Database::open(dir.path(), opts()).unwrap();
-        let t = db.open_table("t").unwrap();
-        let mut w = db.worker().unwrap();
-        for i in 0u32..1000 {
-            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
-        }
-        db.checkpoint().unwrap();
-        for i in 1000u32..1200 {
-            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"w")).unwrap();
-        }
-    }
+    checkpointed_rows(dir.path(), 200);
     let info = granary::durable::scan(dir.path()).unwrap();
     let log = info
         .logs

@@ -1669,18 +1669,35 @@ mod tests {
                 } else {
                     t.insert(k, step, &mut g)
                 };
-                match (got, model.get(k)) {
-                    (Insert::Exists { value }, Some(&v)) => assert_eq!(value, v),
-                    (Insert::Inserted(_), None) => {
-                        model.insert(k.clone(), step);
-                    }
-                    (got, want) => panic!("round {round} step {step}: {got:?}, model {want:?}"),
-                }
+                follow(&mut model, k, step, got, round);
             }
-            let s = check(&t);
-            let want: Vec<_> = model.into_iter().collect();
-            assert!(s.keys == want, "round {round}");
+            matches_model(&t, model, round);
         }
+    }
+
+    /// Check an insert-if-absent of `k → step` against `model`, and apply
+    /// it there.
+    fn follow(
+        model: &mut std::collections::BTreeMap<Vec<u8>, u64>,
+        k: &[u8],
+        step: u64,
+        got: Insert,
+        round: usize,
+    ) {
+        match (got, model.get(k)) {
+            (Insert::Exists { value }, Some(&v)) => assert_eq!(value, v),
+            (Insert::Inserted(_), None) => {
+                model.insert(k.to_vec(), step);
+            }
+            (got, want) => panic!("round {round} step {step}: {got:?}, model {want:?}"),
+        }
+    }
+
+    /// The tree is whole and holds exactly `model`.
+    fn matches_model(t: &Tree, model: std::collections::BTreeMap<Vec<u8>, u64>, round: usize) {
+        let s = check(t);
+        let want: Vec<_> = model.into_iter().collect();
+        assert!(s.keys == want, "round {round}");
     }
 
     /// Lookups, then inserts of the absent keys through the lookup's leaf
@@ -1714,17 +1731,10 @@ mod tests {
                     _ => look.leaf,
                 };
                 old_hint = Some(look.leaf);
-                match (t.insert_hinted(hint, k, step, &mut g), model.get(k)) {
-                    (Insert::Exists { value }, Some(&v)) => assert_eq!(value, v),
-                    (Insert::Inserted(_), None) => {
-                        model.insert(k.clone(), step);
-                    }
-                    (got, want) => panic!("round {round} step {step}: {got:?}, model {want:?}"),
-                }
+                let got = t.insert_hinted(hint, k, step, &mut g);
+                follow(&mut model, k, step, got, round);
             }
-            let s = check(&t);
-            let want: Vec<_> = model.into_iter().collect();
-            assert!(s.keys == want, "round {round}");
+            matches_model(&t, model, round);
         }
     }
 
