@@ -582,21 +582,68 @@ struct SlabHeader {
     /// [`OPEN`] while the slab is being filled, less one per record freed;
     /// when it is closed, the records it holds still live.
     live: AtomicU64,
+    /// Mapped by [`new_slab`], not allocated.
+    mapped: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<SlabHeader>() <= SLAB_HEADER);
 
-/// A fresh slab: `SLAB_BYTES` aligned to its size. On Linux it is mapped
+fn slab_layout() -> Layout {
+    Layout::from_size_align(SLAB_BYTES, SLAB_BYTES).expect("slab layout")
+}
+
+/// A fresh slab: `SLAB_BYTES` aligned to its size, and whether it was
+/// mapped (else it came from the allocator). On Linux it is mapped
 /// directly and marked `MADV_HUGEPAGE`, so (with transparent huge pages
 /// `always` or `madvise`) it faults in as one 2 MiB page instead of 512
 /// small ones: a TPC-C recovery took 1.2k page faults instead of 90k, and
-/// 0.55 s instead of 0.66 s (docs/BENCHMARKS.md). From the allocator the
-/// memory would not qualify: mimalloc has already touched the region.
+/// 0.55 s instead of 0.64 s (docs/BENCHMARKS.md). From the allocator the
+/// memory would not qualify: mimalloc has already touched the region. If
+/// the mapping fails (at `vm.max_map_count`, say) the allocator serves.
+fn new_slab() -> (NonNull<u8>, bool) {
+    if let Some(p) = map_slab() {
+        return (p, true);
+    }
+    let l = slab_layout();
+    // SAFETY: non-zero size.
+    let p = unsafe { alloc(l) };
+    (
+        NonNull::new(p).unwrap_or_else(|| handle_alloc_error(l)),
+        false,
+    )
+}
+
+/// Give back a slab from [`new_slab`].
+///
+/// # Safety
+/// `base` and `mapped` came from `new_slab`, and nothing in the slab is
+/// reachable.
+unsafe fn free_slab(base: NonNull<u8>, mapped: bool) {
+    if mapped {
+        // SAFETY: the slab is exactly one mapping of ours (contract). A
+        // failure (no room to split a merged mapping) only leaks it.
+        #[cfg(target_os = "linux")]
+        let _ = unsafe { libc::munmap(base.as_ptr() as *mut libc::c_void, SLAB_BYTES) };
+    } else {
+        // SAFETY: allocated by `new_slab` with this layout.
+        unsafe { dealloc(base.as_ptr(), slab_layout()) };
+    }
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Make this thread's slab mappings fail (for tests).
+    static MAP_FAILS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// An aligned, `MADV_HUGEPAGE` mapping of `SLAB_BYTES`, if the system
+/// gives one.
 #[cfg(target_os = "linux")]
-fn map_slab() -> NonNull<u8> {
-    let fail = || {
-        handle_alloc_error(Layout::from_size_align(SLAB_BYTES, SLAB_BYTES).expect("slab layout"))
-    };
+fn map_slab() -> Option<NonNull<u8>> {
+    #[cfg(test)]
+    if MAP_FAILS.with(|f| f.get()) {
+        return None;
+    }
     // Twice the size, then trim to an aligned slab.
     let len = 2 * SLAB_BYTES;
     // SAFETY: a fresh private anonymous mapping; no existing memory is named.
@@ -611,7 +658,7 @@ fn map_slab() -> NonNull<u8> {
         )
     };
     if m == libc::MAP_FAILED {
-        fail();
+        return None;
     }
     let m = m as *mut u8;
     let head = m.align_offset(SLAB_BYTES);
@@ -631,35 +678,12 @@ fn map_slab() -> NonNull<u8> {
     // A hint: without huge pages the slab still works, in small pages.
     // SAFETY: advice on our own mapping; it changes no contents.
     let _ = unsafe { libc::madvise(p as *mut libc::c_void, SLAB_BYTES, libc::MADV_HUGEPAGE) };
-    NonNull::new(p).unwrap_or_else(fail)
-}
-
-/// Give back a slab from [`map_slab`].
-///
-/// # Safety
-/// `base` came from `map_slab` and nothing in it is reachable.
-#[cfg(target_os = "linux")]
-unsafe fn unmap_slab(base: NonNull<u8>) {
-    // SAFETY: the caller's contract; the slab is exactly this mapping.
-    unsafe { libc::munmap(base.as_ptr() as *mut libc::c_void, SLAB_BYTES) };
+    NonNull::new(p)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn slab_layout() -> Layout {
-    Layout::from_size_align(SLAB_BYTES, SLAB_BYTES).expect("slab layout")
-}
-
-#[cfg(not(target_os = "linux"))]
-fn map_slab() -> NonNull<u8> {
-    let l = slab_layout();
-    // SAFETY: non-zero size.
-    NonNull::new(unsafe { alloc(l) }).unwrap_or_else(|| handle_alloc_error(l))
-}
-
-#[cfg(not(target_os = "linux"))]
-unsafe fn unmap_slab(base: NonNull<u8>) {
-    // SAFETY: allocated by `map_slab` with this layout.
-    unsafe { dealloc(base.as_ptr(), slab_layout()) };
+fn map_slab() -> Option<NonNull<u8>> {
+    None
 }
 
 /// A bump allocator for the records recovery loads: millions at once, one
@@ -667,7 +691,7 @@ unsafe fn unmap_slab(base: NonNull<u8>) {
 /// with no allocator call and no size-class rounding per record: a TPC-C
 /// checkpoint loads about 20% faster in 10% less memory than with one
 /// `malloc` per record (docs/BENCHMARKS.md); slabs are mapped in huge
-/// pages where the system allows ([`map_slab`]). A slab goes back to the
+/// pages where the system allows ([`new_slab`]). A slab goes back to the
 /// system when its last record is freed:
 /// [`Record::free`] finds the slab's header by masking the record's
 /// address, as slabs are aligned to their size. Freed slab records may be
@@ -724,11 +748,12 @@ impl Slabs {
     }
 
     fn open_slab(&mut self) {
-        let p = map_slab();
+        let (p, mapped) = new_slab();
         // SAFETY: fresh, aligned, and big enough for the header.
         unsafe {
             (p.as_ptr() as *mut SlabHeader).write(SlabHeader {
                 live: AtomicU64::new(OPEN),
+                mapped,
             })
         };
         self.open = Some(p);
@@ -765,7 +790,7 @@ unsafe fn slab_unref(base: NonNull<u8>, n: u64) {
         #[cfg(test)]
         SLABS_FREED.with(|c| c.set(c.get() + 1));
         // SAFETY: no references remain, so no record in it is reachable.
-        unsafe { unmap_slab(base) };
+        unsafe { free_slab(base, h.mapped) };
     }
 }
 
@@ -859,9 +884,27 @@ mod tests {
     /// own allocation.
     #[test]
     fn slab_records_live_and_die() {
+        slab_round(cfg!(target_os = "linux"));
+    }
+
+    /// As [`slab_records_live_and_die`], with the slabs from the allocator
+    /// (as when the system refuses a mapping).
+    #[test]
+    fn slabs_from_the_allocator_when_mapping_fails() {
+        MAP_FAILS.with(|f| f.set(true));
+        slab_round(false);
+        MAP_FAILS.with(|f| f.set(false));
+    }
+
+    fn slab_round(mapped: bool) {
         let before = slabs_freed();
         let mut slabs = Slabs::default();
         let mut recs = Vec::new();
+        let first = slabs.alloc(Tid::new(2, 0), b"first");
+        let base = first.as_ptr().addr() & !(SLAB_BYTES - 1);
+        // SAFETY: the open slab starts with its header.
+        assert_eq!(unsafe { &*(base as *const SlabHeader) }.mapped, mapped);
+        recs.push((first, b"first".to_vec()));
         // ~3 slabs' worth of mixed sizes, and one too large for a slab.
         let mut n = 0usize;
         let mut bytes = 0;

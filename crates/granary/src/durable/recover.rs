@@ -425,6 +425,8 @@ pub struct RecoveryStats {
     pub checkpoint_records: u64,
     pub log_bytes: u64,
     pub log_records_applied: u64,
+    /// Loading the checkpoint, with the log files scanned alongside (until
+    /// both are done).
     pub checkpoint_seconds: f64,
     pub log_seconds: f64,
     pub threads: usize,
