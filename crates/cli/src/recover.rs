@@ -151,10 +151,6 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Drop the cached pages of every file recovery reads (and of the logs it
-/// scans), so the next read of them goes to the disk. Needs no privilege,
-/// unlike `echo 3 > /proc/sys/vm/drop_caches`; the files are synced first,
-/// as only clean pages can be dropped.
 /// User plus system CPU time of the whole process so far.
 fn cpu_seconds() -> f64 {
     // SAFETY: `rusage` is plain integers, for which zeros are valid.
@@ -167,6 +163,10 @@ fn cpu_seconds() -> f64 {
     s(u.ru_utime) + s(u.ru_stime)
 }
 
+/// Drop the cached pages of every file recovery reads (and of the logs it
+/// scans), so the next read of them goes to the disk. Needs no privilege,
+/// unlike `echo 3 > /proc/sys/vm/drop_caches`; the files are synced first,
+/// as only clean pages can be dropped.
 fn evict(info: &durable::recover::DirInfo, ranges: &[(PathBuf, u64, u64)]) -> Result<(), String> {
     let files = ranges
         .iter()
