@@ -110,7 +110,8 @@ impl Record {
                 data: [],
             });
             // The data words hold the value's bytes in order (native-endian
-            // words), then zeros: one `memcpy` and one `memset`, not a loop
+            // words), then zeros: one `memcpy` after zeroing the padding
+            // (the last word, unless the capacity is larger), not a loop
             // of word stores (which cost a checkpoint load ~150
             // instructions a record). Nobody can read the record yet, so
             // plain byte writes are fine.

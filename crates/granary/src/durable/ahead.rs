@@ -5,9 +5,9 @@
 //! With buffered `pread`s of each block, the kernel's copy out of the page
 //! cache took about a tenth of a checkpoint load's CPU; with `O_DIRECT`
 //! the disk writes straight into the window, and the loading thread does
-//! not wait on the disk while the helper stays a window ahead. v02 files allow this: every block starts on an
-//! [`IO_ALIGN`] boundary and the file's length is a multiple of it
-//! (docs/FORMAT.md).
+//! not wait on the disk while the helper stays a window ahead. v02 files
+//! allow this: every block starts on an [`IO_ALIGN`] boundary and the
+//! file's length is a multiple of it (docs/FORMAT.md).
 //!
 //! The helper only finds block boundaries. Each window it hands over
 //! holds whole blocks whose headers decode; the loading thread checks
