@@ -39,12 +39,8 @@ struct Output {
     checkpoint_gb_per_s: f64,
     log_bytes: u64,
     log_records_applied: u64,
-    /// From the first log block's replay to the last one's.
     log_seconds: f64,
     log_gb_per_s: f64,
-    /// How much of `log_seconds` overlapped the checkpoint load (threads
-    /// done with their checkpoint files replay the log meanwhile).
-    log_overlap_seconds: f64,
     /// `Database::open` end to end (scan, load, replay, sweep, tidy).
     recovery_seconds: f64,
     /// Bytes recovery reads (checkpoint files, replayed log blocks).
@@ -109,7 +105,6 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         log_records_applied: s.log_records_applied,
         log_seconds: s.log_seconds,
         log_gb_per_s: gbs(s.log_bytes, s.log_seconds),
-        log_overlap_seconds: s.log_overlap_seconds,
         recovery_seconds,
         recovery_cpu_seconds,
         read_bytes,
@@ -138,12 +133,11 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         out.checkpoint_gb_per_s
     );
     println!(
-        "  log        {:>10.1} MB  {:>9} writes   {:.3} s  {:.2} GB/s  ({:.3} s of it alongside the checkpoint)",
+        "  log        {:>10.1} MB  {:>9} writes   {:.3} s  {:.2} GB/s",
         out.log_bytes as f64 / 1e6,
         out.log_records_applied,
         out.log_seconds,
-        out.log_gb_per_s,
-        out.log_overlap_seconds
+        out.log_gb_per_s
     );
     println!(
         "  reading the same {:.1} MB: {:.3} s  → recovery / read = {:.2}×",
