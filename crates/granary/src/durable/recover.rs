@@ -514,6 +514,12 @@ pub(crate) fn replay(
         threads,
         ..RecoveryStats::default()
     };
+    // Tests can replay the log before loading the checkpoint, to show the
+    // order does not matter (newest TID wins, SiloR §5.2).
+    #[cfg(test)]
+    let log_first = tests::LOG_FIRST.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    let log_first = false;
     let t0 = std::time::Instant::now();
     let (scanned, loaded) = std::thread::scope(|s| {
         let meta = &*info;
@@ -525,18 +531,17 @@ pub(crate) fn replay(
             }
             Ok::<_, Error>((logs, stale_max))
         });
-        let loaded = load_checkpoint(db, meta, threads, direct);
+        let loaded = match log_first {
+            false => load_checkpoint(db, meta, threads, direct),
+            true => Ok(None),
+        };
         let scanned = scan
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (scanned, loaded)
     });
     (info.logs, info.stale_max) = scanned?;
-    if let Some((low, bytes, records)) = loaded? {
-        stats.checkpoint_low = Some(low);
-        stats.checkpoint_bytes = bytes;
-        stats.checkpoint_records = records;
-    }
+    let mut loaded = loaded?;
     stats.checkpoint_seconds = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
     let blocks = info.replay_blocks();
@@ -571,6 +576,14 @@ pub(crate) fn replay(
     stats.log_bytes = bytes;
     stats.log_records_applied = applied;
     stats.log_seconds = t1.elapsed().as_secs_f64();
+    if log_first {
+        loaded = load_checkpoint(db, info, threads, direct)?;
+    }
+    if let Some((low, bytes, records)) = loaded {
+        stats.checkpoint_low = Some(low);
+        stats.checkpoint_bytes = bytes;
+        stats.checkpoint_records = records;
+    }
     Ok(stats)
 }
 
@@ -1025,5 +1038,95 @@ fn cut(path: &Path, len: u64) -> Result<(), Error> {
                 .map_err(|e| io("truncate", e))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use crate::{Database, Options};
+
+    thread_local! {
+        /// Recovery on this thread replays the log before it loads the
+        /// checkpoint.
+        pub(super) static LOG_FIRST: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn dump(db: &Database) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let t = db.open_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        w.run(|tx| {
+            tx.scan_collect(
+                t,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                usize::MAX,
+                false,
+            )
+        })
+        .unwrap()
+    }
+
+    /// The checkpoint and the log give the same state in either order
+    /// (what lets log blocks replay in any order and on any thread, SiloR
+    /// §5.2): a log delete of a checkpointed key leaves a tombstone that
+    /// the older checkpoint record, arriving later, does not revive; a
+    /// log update is not overwritten by it.
+    #[test]
+    fn log_before_checkpoint_recovers_the_same_state() {
+        let dir: PathBuf =
+            std::env::temp_dir().join(format!("granary-logfirst-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let o = Options::default()
+            .epoch_interval(Duration::from_millis(2))
+            .recovery_threads(1);
+        let before = {
+            let db = Database::open(&dir, o.clone().wait_for_durable(false)).unwrap();
+            let t = db.open_table("t").unwrap();
+            let mut w = db.worker().unwrap();
+            for i in 0u32..2000 {
+                w.run(|tx| tx.put(t, &i.to_be_bytes(), &[7; 40])).unwrap();
+            }
+            let e = db.epoch();
+            while db.epoch() < e + 2 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(db.checkpoint().unwrap().records, 2000);
+            for i in 0u32..2500 {
+                w.run(|tx| match i % 4 {
+                    0 => tx.delete(t, &i.to_be_bytes()).map(|_| ()),
+                    1 => tx.put(t, &i.to_be_bytes(), b"short"),
+                    2 => tx.put(t, &i.to_be_bytes(), &[9; 100]),
+                    _ => Ok(()),
+                })
+                .unwrap();
+            }
+            db.wait_durable(w.commit_token()).unwrap();
+            dump(&db)
+        };
+        let in_order = dump(&Database::open(&dir, o.clone()).unwrap());
+        LOG_FIRST.with(|f| f.set(true));
+        let db = Database::open(&dir, o).unwrap();
+        LOG_FIRST.with(|f| f.set(false));
+        let s = db.durability_stats().unwrap().recovery;
+        assert!(
+            s.checkpoint_records == 2000 && s.log_records_applied > 0,
+            "{s:?}"
+        );
+        let log_first = dump(&db);
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+        for (order, got) in [("checkpoint first", &in_order), ("log first", &log_first)] {
+            let diff = got.iter().zip(&before).position(|(a, b)| a != b);
+            assert!(
+                got == &before,
+                "{order}: {} rows against {}, first difference at {diff:?}",
+                got.len(),
+                before.len()
+            );
+        }
     }
 }
