@@ -531,9 +531,10 @@ pub(crate) fn replay(
             }
             Ok::<_, Error>((logs, stale_max))
         });
-        let loaded = match log_first {
-            false => load_checkpoint(db, meta, threads, direct),
-            true => Ok(None),
+        let loaded = if log_first {
+            Ok(None)
+        } else {
+            load_checkpoint(db, meta, threads, direct)
         };
         let scanned = scan
             .join()
