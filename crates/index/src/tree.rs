@@ -721,6 +721,45 @@ impl Tree {
         }
     }
 
+    /// Point lookup, as [`Tree::get`], trying first the leaf `hint` — the
+    /// [`Lookup::leaf`] of an earlier lookup in this tree, typically of a
+    /// nearby key — and its right sibling. A leaf is used only if, read under its
+    /// version, it covers the key (the same check as a [`Cursor`]'s);
+    /// otherwise the lookup descends from the root. Keys that arrive in
+    /// runs (a transaction's order lines, say) then mostly skip the
+    /// descent. A stale or distant hint makes the lookup slower, never
+    /// wrong; a leaf of another tree is a caller's bug (it could cover the
+    /// key and answer for the wrong tree).
+    pub fn get_hinted<G: Guard>(&self, hint: LeafRef, key: &[u8], g: &G) -> Lookup {
+        let k = SearchKey::new(key);
+        let mut leaf = hint.0;
+        for _ in 0..2 {
+            // SAFETY: leaves live as long as the tree (`LeafRef`).
+            let l = unsafe { leaf.as_ref() };
+            let v = l.header.version.stable();
+            // SAFETY: pinned by the caller's guard.
+            match unsafe { covers(l, v, &k) } {
+                Covers::Yes => {
+                    let n = l.count.load(R).min(LEAF_WIDTH);
+                    // SAFETY: pinned by `g`.
+                    let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
+                    let value = if found { l.values[pos].load(R) } else { 0 };
+                    if l.header.version.has_changed(v) {
+                        break;
+                    }
+                    return Lookup {
+                        value: found.then_some(value),
+                        leaf: LeafRef(leaf),
+                        version: v,
+                    };
+                }
+                Covers::Right(next) => leaf = next,
+                Covers::No => break,
+            }
+        }
+        self.get(key, g)
+    }
+
     /// Insert `key → value` if the key is absent.
     pub fn insert<G: Guard>(&self, key: &[u8], value: u64, g: &mut G) -> Insert {
         into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g))
@@ -1778,6 +1817,118 @@ mod tests {
             for (k, v) in &s.keys {
                 assert_eq!(&keys[*v as usize], k, "round {round}");
             }
+        }
+    }
+
+    /// Hinted lookups agree with the model whatever the hint: the leaf of
+    /// the previous lookup (a neighbour's when keys come in runs, else
+    /// anywhere), one from long before (stale after splits), or the
+    /// key's own. Inserts and removes change the tree in between.
+    #[test]
+    fn get_hinted_matches_the_model() {
+        let mut rng = seed("get_hinted_matches_the_model");
+        for round in 0..20 {
+            let keys = mixed_keys(&mut rng, 2_000);
+            let t = Tree::new();
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            let mut model = std::collections::BTreeMap::new();
+            let (mut last, mut old) = (t.get(&keys[0], &g).leaf, t.get(&keys[0], &g).leaf);
+            let mut i = 0usize;
+            for step in 0..8_000u64 {
+                let r = next(&mut rng);
+                // Half the time the next key in order (a run), else any.
+                i = if r.is_multiple_of(2) {
+                    (i + 1) % keys.len()
+                } else {
+                    (r >> 8) as usize % keys.len()
+                };
+                let k = &keys[i];
+                match (r >> 4) % 8 {
+                    0 => assert_eq!(t.remove(k, &mut g).map(|x| x.0), model.remove(k)),
+                    1..=3 => {
+                        let got = t.insert(k, step, &mut g);
+                        follow(&mut model, k, step, got, round);
+                    }
+                    _ => {
+                        let hint = match (r >> 12) % 8 {
+                            0 => old,
+                            1 => t.get(k, &g).leaf,
+                            _ => last,
+                        };
+                        let look = t.get_hinted(hint, k, &g);
+                        assert_eq!(
+                            look.value,
+                            model.get(k).copied(),
+                            "round {round} step {step}"
+                        );
+                        if step % 1000 == 0 {
+                            old = last;
+                        }
+                        last = look.leaf;
+                    }
+                }
+            }
+            matches_model(&t, model, round);
+        }
+    }
+
+    /// Readers look up keys present from the start through the leaf of
+    /// their previous lookup while writers split leaves all around them:
+    /// every lookup finds its key with its value.
+    #[test]
+    fn get_hinted_concurrent_with_splits() {
+        let base = seed("get_hinted_concurrent_with_splits");
+        for round in 0..4u64 {
+            let mut rng = base ^ round;
+            let keys = mixed_keys(&mut rng, 30_000);
+            let t = Tree::new();
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            // Every third key is there from the start; writers add the rest.
+            for (i, k) in keys.iter().enumerate().step_by(3) {
+                assert!(matches!(t.insert(k, i as u64, &mut g), Insert::Inserted(_)));
+            }
+            std::thread::scope(|s| {
+                for th in 0..2u64 {
+                    let (t, keys) = (&t, &keys);
+                    s.spawn(move || {
+                        // SAFETY: only LeakGuards on this tree.
+                        let mut g = unsafe { LeakGuard::new() };
+                        let mut rng = base ^ (round << 8) ^ th;
+                        for _ in 0..keys.len() {
+                            let i = next(&mut rng) as usize % keys.len();
+                            if !i.is_multiple_of(3) {
+                                let _ = t.insert(&keys[i], i as u64, &mut g);
+                            }
+                        }
+                    });
+                }
+                for th in 0..2u64 {
+                    let (t, keys) = (&t, &keys);
+                    s.spawn(move || {
+                        // SAFETY: only LeakGuards on this tree.
+                        let g = unsafe { LeakGuard::new() };
+                        let mut rng = base ^ (round << 8) ^ (th + 16);
+                        let mut hint = t.get(&keys[0], &g).leaf;
+                        let mut i = 0usize;
+                        for _ in 0..2 * keys.len() {
+                            let r = next(&mut rng);
+                            // Runs of neighbours, and jumps.
+                            i = if r.is_multiple_of(4) {
+                                (r >> 8) as usize % keys.len()
+                            } else {
+                                (i + 3) % keys.len()
+                            };
+                            i -= i % 3;
+                            let look = t.get_hinted(hint, &keys[i], &g);
+                            assert_eq!(look.value, Some(i as u64), "round {round} key {i}");
+                            hint = look.leaf;
+                        }
+                    });
+                }
+            });
+            check(&t);
         }
     }
 

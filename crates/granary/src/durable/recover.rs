@@ -43,7 +43,8 @@ use crate::db::{Database, Shared, TableId};
 use crate::error::Error;
 use crate::record::Slabs;
 use crate::tid::Tid;
-use granary_index::Cursor;
+use crate::worker::Near;
+use granary_index::{Cursor, LeafRef};
 
 /// One log file, as found on disk.
 #[derive(Clone, Debug)]
@@ -610,13 +611,15 @@ fn load_checkpoint(
 
 /// A recovery thread's own state: open log files (by index into the
 /// scan's), a read buffer, read-ahead windows between checkpoint files,
-/// and the slabs its records are carved from.
+/// the slabs its records are carved from, and, by table, the leaf its
+/// last log write went to (see [`Near::Leaf`]).
 #[derive(Default)]
 struct Scratch {
     files: Vec<Option<File>>,
     buf: Vec<u8>,
     windows: Vec<AlignedBuf>,
     slabs: Slabs,
+    hints: Vec<Option<LeafRef>>,
 }
 
 /// Run `f(worker, scratch, i)` for every `i < n` on `threads` threads,
@@ -795,7 +798,14 @@ fn load_part(
                 // Checkpointed keys are new to the tree (each is in one
                 // file, once); were one not, `recover_put` keeps the newest
                 // TID.
-                w.recover_put(TableId(t), k, Tid(tid).id(), Some(v), Some(c), slabs);
+                w.recover_put(
+                    TableId(t),
+                    k,
+                    Tid(tid).id(),
+                    Some(v),
+                    Near::Cursor(c),
+                    slabs,
+                );
                 n += 1;
             });
             w.unpin();
@@ -872,7 +882,11 @@ fn replay_block(
     deleted: &[AtomicBool],
 ) -> Result<(u64, u64), Error> {
     let Scratch {
-        files, buf, slabs, ..
+        files,
+        buf,
+        slabs,
+        hints,
+        ..
     } = scratch;
     let (path, at, h) = (b.path, b.at, b.h);
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
@@ -901,7 +915,11 @@ fn replay_block(
                 if let (None, Some(d)) = (wr.value, deleted.get(wr.table as usize)) {
                     d.store(true, Ordering::Relaxed);
                 }
-                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, None, slabs);
+                if hints.len() <= id.0 as usize {
+                    hints.resize(id.0 as usize + 1, None);
+                }
+                let near = Near::Leaf(&mut hints[id.0 as usize]);
+                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, near, slabs);
             }
             Err(e) => bad = Some(e),
         }
