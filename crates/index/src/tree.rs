@@ -723,13 +723,13 @@ impl Tree {
 
     /// Point lookup, as [`Tree::get`], trying first the leaf `hint` — the
     /// [`Lookup::leaf`] of an earlier lookup in this tree, typically of a
-    /// nearby key — and its right sibling. A leaf is used only if, read under its
-    /// version, it covers the key (the same check as a [`Cursor`]'s);
-    /// otherwise the lookup descends from the root. Keys that arrive in
-    /// runs (a transaction's order lines, say) then mostly skip the
-    /// descent. A stale or distant hint makes the lookup slower, never
-    /// wrong; a leaf of another tree is a caller's bug (it could cover the
-    /// key and answer for the wrong tree).
+    /// nearby key — and its right sibling. A leaf is used only if, read
+    /// under its version, it covers the key (the same check as a
+    /// [`Cursor`]'s); otherwise the lookup descends from the root. Keys
+    /// that arrive in runs (a transaction's order lines, say) then mostly
+    /// skip the descent. A stale or distant hint makes the lookup slower,
+    /// never wrong; a leaf of another tree is a caller's bug (it could
+    /// cover the key and answer for the wrong tree).
     pub fn get_hinted<G: Guard>(&self, hint: LeafRef, key: &[u8], g: &G) -> Lookup {
         let k = SearchKey::new(key);
         let mut leaf = hint.0;
