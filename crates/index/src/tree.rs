@@ -484,6 +484,27 @@ fn leaf_insert_at(leaf: &Leaf, n: usize, pos: usize, e: (u64, u64, u64)) {
     leaf.count.store(n + 1, R);
 }
 
+/// Look `k` up in leaf `l`, which covers it at version `v`: the lookup,
+/// or `None` if the leaf changed since `v` (then nothing read is trusted).
+///
+/// # Safety
+/// The caller is pinned.
+#[inline(always)]
+unsafe fn lookup_in(l: &Leaf, v: u64, k: &SearchKey<'_>) -> Option<Lookup> {
+    let n = l.count.load(R).min(LEAF_WIDTH);
+    // SAFETY: pinned (caller's contract); `n` clamped.
+    let (pos, found) = unsafe { leaf_lower_bound(l, n, k) };
+    let value = if found { l.values[pos].load(R) } else { 0 };
+    if l.header.version.has_changed(v) {
+        return None;
+    }
+    Some(Lookup {
+        value: found.then_some(value),
+        leaf: LeafRef(NonNull::from(l)),
+        version: v,
+    })
+}
+
 /// # Safety
 /// `p` must point at a live node.
 #[inline(always)]
@@ -704,20 +725,11 @@ impl Tree {
         let k = SearchKey::new(key);
         loop {
             let (leaf, v) = self.find_leaf(Target::At(k), g);
-            // SAFETY: leaves are never freed while the tree lives.
-            let l = unsafe { &*leaf };
-            let n = l.count.load(R).min(LEAF_WIDTH);
-            // SAFETY: pinned by `g`.
-            let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
-            let value = if found { l.values[pos].load(R) } else { 0 };
-            if l.header.version.has_changed(v) {
-                continue;
+            // SAFETY: leaves are never freed while the tree lives; `leaf`
+            // covers `k` at `v`; pinned by `g`.
+            if let Some(look) = unsafe { lookup_in(&*leaf, v, &k) } {
+                return look;
             }
-            return Lookup {
-                value: found.then_some(value),
-                leaf: LeafRef(NonNull::from(l)),
-                version: v,
-            };
         }
     }
 
@@ -740,18 +752,11 @@ impl Tree {
             // SAFETY: pinned by the caller's guard.
             match unsafe { covers(l, v, &k) } {
                 Covers::Yes => {
-                    let n = l.count.load(R).min(LEAF_WIDTH);
-                    // SAFETY: pinned by `g`.
-                    let (pos, found) = unsafe { leaf_lower_bound(l, n, &k) };
-                    let value = if found { l.values[pos].load(R) } else { 0 };
-                    if l.header.version.has_changed(v) {
-                        break;
+                    // SAFETY: `l` covers `k` at `v`; pinned by `g`.
+                    match unsafe { lookup_in(l, v, &k) } {
+                        Some(look) => return look,
+                        None => break,
                     }
-                    return Lookup {
-                        value: found.then_some(value),
-                        leaf: LeafRef(leaf),
-                        version: v,
-                    };
                 }
                 Covers::Right(next) => leaf = next,
                 Covers::No => break,
@@ -1833,7 +1838,8 @@ mod tests {
             // SAFETY: only LeakGuards on this tree.
             let mut g = unsafe { LeakGuard::new() };
             let mut model = std::collections::BTreeMap::new();
-            let (mut last, mut old) = (t.get(&keys[0], &g).leaf, t.get(&keys[0], &g).leaf);
+            let first = t.get(&keys[0], &g).leaf;
+            let (mut last, mut old) = (first, first);
             let mut i = 0usize;
             for step in 0..8_000u64 {
                 let r = next(&mut rng);
