@@ -1,7 +1,10 @@
 //! `granary inspect DIR`: what a database directory holds — the persistent
 //! epoch, the checkpoint, every log file with its epoch range and durable
-//! prefix — read-only (it works on a directory left by `kill -9`, and
-//! while another process has it open).
+//! prefix — and what it should hold but does not (missing files, short
+//! files, damage: the problems a strict open would fail with, in the same
+//! words). Read-only: it works on a directory left by `kill -9`, and
+//! while another process has it open. It exits with an error if it finds
+//! a problem.
 
 use std::path::{Path, PathBuf};
 
@@ -52,7 +55,13 @@ pub fn run(a: &InspectArgs) -> Result<(), String> {
     } else {
         print_text(&info);
     }
-    Ok(())
+    match info.problems.len() {
+        0 => Ok(()),
+        n => Err(format!(
+            "{n} problem(s) found: opening {} fails (granary recover --salvage recovers what survives)",
+            a.dir.display()
+        )),
+    }
 }
 
 fn to_json(i: &DirInfo) -> serde_json::Value {
@@ -71,11 +80,20 @@ fn to_json(i: &DirInfo) -> serde_json::Value {
         "interrupted_checkpoints": i.checkpoints.iter().filter(|c| c.manifest.is_none()).map(|c| c.path.clone()).collect::<Vec<_>>(),
         "voids": i.voids,
         "stale_max": i.stale_max,
+        "needs_checkpoint": (i.pepoch.checkpoint != 0).then_some(i.pepoch.checkpoint),
+        "needs_generations": (0..i.pepoch.positions.len()).map(|k| i.pepoch.low(k)).collect::<Vec<_>>(),
+        "problems": i.problems.iter().map(|p| json!({
+            "path": p.path, "offset": p.offset, "what": p.what,
+            "logger": p.log.map(|l| l.0), "generation": p.log.map(|l| l.1),
+            "error": p.to_string(),
+        })).collect::<Vec<_>>(),
         "logs": i.logs.iter().map(|f| json!({
             "path": f.path, "logger": f.logger, "generation": f.generation,
             "bytes": f.bytes, "durable_len": f.durable_len, "blocks": f.blocks,
             "transactions": f.records, "min_epoch": f.min_epoch, "max_epoch": f.max_epoch,
             "blocks_beyond_pepoch": f.blocks_beyond_pepoch, "tail": f.tail,
+            "end_record": f.end.map(|e| json!({"durable_epoch": e.durable_epoch, "blocks": e.blocks})),
+            "superseded": f.superseded, "damaged": f.damaged,
         })).collect::<Vec<_>>(),
     })
 }
@@ -104,6 +122,12 @@ fn print_text(i: &DirInfo) {
         }
         None => println!("checkpoint  none"),
     }
+    if i.pepoch.checkpoint != 0 {
+        println!(
+            "            the durable state needs the checkpoint of epoch {} (or a newer one)",
+            i.pepoch.checkpoint
+        );
+    }
     for c in i.checkpoints.iter().filter(|c| c.manifest.is_none()) {
         println!(
             "            {} has no MANIFEST: an interrupted checkpoint (removed at the next open)",
@@ -116,8 +140,12 @@ fn print_text(i: &DirInfo) {
     }
     println!("logs");
     for (g, n) in i.pepoch.positions.iter().enumerate() {
+        let needs = match i.pepoch.low(g) {
+            Some(low) => format!("; needs generations {low} to {}", n.0),
+            None => String::new(),
+        };
         println!(
-            "  logger {g}: durable through generation {} at byte {}",
+            "  logger {g}: durable through generation {} at byte {}{needs}",
             n.0, n.1
         );
         for f in i.logs.iter().filter(|f| f.logger == g) {
@@ -139,9 +167,24 @@ fn print_text(i: &DirInfo) {
                 );
             }
             println!("{line}");
+            if let Some(e) = &f.end {
+                println!(
+                    "      closed: its end record says everything of epoch ≤ {} from this logger is in it or older files",
+                    e.durable_epoch
+                );
+            }
+            if f.superseded {
+                println!("      superseded by the checkpoint: not needed, not read");
+            }
             if let Some(t) = &f.tail {
                 println!("      tail: {t} (discarded at the next open)");
             }
+        }
+    }
+    if !i.problems.is_empty() {
+        println!("problems    (a strict open fails with the first)");
+        for p in &i.problems {
+            println!("  {p}");
         }
     }
 }

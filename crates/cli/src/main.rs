@@ -8,6 +8,7 @@ mod kv;
 mod plot;
 mod recover;
 mod report;
+mod restore;
 mod smallbank;
 mod ycsb;
 mod ycsb_mix;
@@ -51,6 +52,14 @@ enum Cmd {
     /// prefix, and any tail the next open will discard. Read-only; works on
     /// a directory left by kill -9. Example: granary inspect /tmp/db
     Inspect(inspect::InspectArgs),
+    /// Recover a copy of a durable database directory into OUT, leaving
+    /// DIR untouched. Strict by default: fails, naming the file, if data
+    /// the durable state needs is missing or damaged. With --salvage,
+    /// recovers the longest consistent prefix that survives (the state as
+    /// of the last epoch every logger still holds completely) and prints
+    /// the epochs and files lost. OUT then opens normally. Example:
+    /// granary recover --salvage /tmp/db /tmp/db-salvaged
+    Recover(restore::RestoreArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -110,6 +119,7 @@ fn main() {
         },
         Cmd::Plot(a) => plot::run(a),
         Cmd::Inspect(a) => inspect::run(&a),
+        Cmd::Recover(a) => restore::run(&a),
         Cmd::Bench(Bench::Recover(a)) => recover::run(&a),
     };
     if let Err(e) = r {

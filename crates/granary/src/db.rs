@@ -80,6 +80,32 @@ pub struct Options {
     pub checkpoint_files_per_thread: usize,
     /// Threads recovery uses to load the checkpoint and replay the logs.
     pub recovery_threads: usize,
+    /// What opening a damaged directory does: [`RecoveryMode::Strict`]
+    /// (default) refuses it; [`RecoveryMode::Salvage`] recovers what
+    /// survives.
+    pub recovery_mode: RecoveryMode,
+}
+
+/// How [`Database::open`] treats a directory that lost durable data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecoveryMode {
+    /// Open only if recovery holds everything the durable state needs;
+    /// otherwise fail with [`Error::Missing`] or [`Error::Corrupt`] naming
+    /// the file. Never an open with acknowledged data missing.
+    #[default]
+    Strict,
+    /// Recover the longest consistent prefix that survives: the durable
+    /// state as of the last epoch that every logger still holds completely
+    /// (never one logger further than another). Epochs after it are lost
+    /// for good; what was lost is in
+    /// [`RecoveryStats::salvage`](crate::durable::RecoveryStats::salvage).
+    /// Before `open` returns, a checkpoint of the salvaged state is taken
+    /// and the damaged files are deleted, so the directory opens strictly
+    /// again. Fails with [`Error::Missing`] if no consistent state
+    /// survives from the checkpoint on (its logs from e_l through e_h
+    /// are damaged), or the checkpoint itself is gone.
+    Salvage,
 }
 
 impl Default for Options {
@@ -102,6 +128,7 @@ impl Default for Options {
             checkpoint_threads: 2,
             checkpoint_files_per_thread: 2,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            recovery_mode: RecoveryMode::Strict,
         }
     }
 }
@@ -165,6 +192,10 @@ impl Options {
     }
     pub fn recovery_threads(mut self, n: usize) -> Self {
         self.recovery_threads = n;
+        self
+    }
+    pub fn recovery_mode(mut self, m: RecoveryMode) -> Self {
+        self.recovery_mode = m;
         self
     }
 

@@ -105,6 +105,16 @@ pub enum Error {
     /// A log or checkpoint write or sync failed earlier (the cause is
     /// given): the database acknowledges nothing more. Reopen it to recover.
     Poisoned(String),
+    /// A file (or the end of one) that the durable state needs is gone:
+    /// recovery would lose acknowledged data, so it stops. `path` names the
+    /// file, or the directory it belongs in; `what` says what is gone and
+    /// why it is needed. [`RecoveryMode::Salvage`] recovers what survives.
+    ///
+    /// [`RecoveryMode::Salvage`]: crate::RecoveryMode::Salvage
+    Missing {
+        path: std::path::PathBuf,
+        what: String,
+    },
 }
 
 impl Error {
@@ -156,6 +166,9 @@ impl fmt::Display for Error {
                 f,
                 "database stopped acknowledging commits after a storage failure: {cause}"
             ),
+            Error::Missing { path, what } => {
+                write!(f, "durable data is missing at {}: {what}", path.display())
+            }
         }
     }
 }

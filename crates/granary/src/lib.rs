@@ -52,7 +52,8 @@ mod txn;
 mod worker;
 
 pub use db::{
-    Database, Options, TableId, MAX_KEY_BYTES, MAX_TABLES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
+    Database, Options, RecoveryMode, TableId, MAX_KEY_BYTES, MAX_TABLES, MAX_TABLE_NAME_BYTES,
+    MAX_VALUE_BYTES,
 };
 pub use error::{AbortReason, Error, TxError};
 pub use secondary::SecondaryIndex;

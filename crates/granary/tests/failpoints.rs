@@ -107,6 +107,8 @@ fn assert_same_files(before: &BTreeMap<PathBuf, Vec<u8>>, dir: &Path, ctx: &str)
 /// `every_failpoint_is_exercised`).
 const ALL_POINTS: &[&str] = &[
     "log-create",
+    "log-end-write",
+    "log-end-fsync",
     "log-rename",
     "log-write",
     "log-fsync",
@@ -127,6 +129,7 @@ const ALL_POINTS: &[&str] = &[
     "recover-remove",
     "recover-truncate",
     "recover-rename",
+    "recover-end",
     "voids-write",
     "voids-fsync",
     "init-write",
@@ -845,7 +848,9 @@ const RUNTIME: &[(&str, &[u32])] = &[
     ("log-fsync", &[1, 2, 5]),
     ("pepoch-write", &[1, 2, 5]),
     ("pepoch-fsync", &[1, 2, 5]),
-    // Log rotation, every 100 epochs.
+    // Log rotation, every 100 epochs: the end record, the rename.
+    ("log-end-write", &[1, 2]),
+    ("log-end-fsync", &[1, 2]),
     ("log-rename", &[1, 2]),
     ("log-create", &[1, 2]),
     ("dir-fsync", &[1, 2, 5]),
@@ -945,6 +950,9 @@ fn open_case(point: &str, hit: u32, loggers: usize, seed: u64) {
 const OPEN: &[(&str, &[u32], usize)] = &[
     ("recover-read", &[1, 2, 3], 2),
     ("recover-rename", &[1, 2], 2),
+    // Closing the current log files (an end record each) before they are
+    // renamed.
+    ("recover-end", &[1, 2], 2),
     ("dir-fsync", &[1, 2, 3, 4], 2),
     ("log-create", &[1, 2], 2),
     ("pepoch-write", &[1], 1),
@@ -1127,7 +1135,14 @@ fn recovery_failpoints_on_dirty_directories() {
         let dir = TempDir::new("dirty-remove");
         let m = Mutex::new(Model::default());
         populate(dir.path(), 1, seed, &m);
-        drop(reopen_verify(dir.path(), 1, &m, ctx));
+        {
+            // Something in the current file, so opening retires it (a
+            // file with nothing durable in it would be replaced by the new
+            // one of the same generation instead).
+            let db = reopen_verify(dir.path(), 1, &m, ctx);
+            let o = run_work(&db, clean_work(4, seed, 20), &m);
+            assert!(o.errors.is_empty(), "{:?}", o.errors);
+        }
         // dir-fsync hits while opening: tidy's rename (1), the new log
         // file (2).
         open_fails(dir.path(), 1, "dir-fsync", 2, ctx);

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
 use super::format::{self, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
+use super::log::Ledger;
 use super::remove_paced;
 use super::{fp, sync_dir};
 use crate::db::{Database, Options, Shared, TableId};
@@ -233,7 +234,31 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
     write().map_err(|e| io("write the checkpoint manifest", &dir, e))?;
     let millis = started.elapsed().as_millis() as u64;
     let previous = st.last.lock().replace(manifest);
-    // Now the older checkpoint and the logs wholly below e_l can go.
+    // Now the older checkpoint and the logs wholly below e_l can go
+    // (§4.3). First the pepoch records that the durable state needs this
+    // checkpoint, and each logger's log from the generation that has a
+    // block of e_l or later, so a recovery can tell a file deleted here
+    // from one lost.
+    let old = d.ledger.lock().clone();
+    let mut lows = Vec::with_capacity(d.loggers.len());
+    let mut doomed = Vec::new();
+    for i in 0..d.loggers.len() {
+        // Files of older generations than the current one are closed (a
+        // logger renames its file before it moves its position on).
+        let current = d.loggers[i].position.lock().generation;
+        let ldir = format::logger_dir(&d.dir, i);
+        let (low, delete) =
+            superseded_logs(&ldir, current, old.low(i), low).map_err(|e| io("list", &ldir, e))?;
+        lows.push(low);
+        doomed.push((ldir, delete));
+    }
+    *d.ledger.lock() = Ledger {
+        checkpoint: low,
+        lows,
+        voids: old.voids,
+    };
+    d.publish_pepoch()
+        .map_err(|e| io("write pepoch", &d.dir.join(format::PEPOCH_FILE), e))?;
     if let Some(p) = previous {
         if p.low != low {
             let pd = d.dir.join(format::ckpt_dir_name(p.low));
@@ -241,15 +266,10 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
                 .map_err(|e| io("remove an old checkpoint", &pd, e))?;
         }
     }
-    for i in 0..d.loggers.len() {
-        let ldir = format::logger_dir(&d.dir, i);
-        let rd = fs::read_dir(&ldir).map_err(|e| io("list", &ldir, e))?;
-        for ent in rd.flatten() {
-            let name = ent.file_name().to_string_lossy().into_owned();
-            if format::parse_old_log_name(&name).is_some_and(|(max, _)| max < low) {
-                remove_paced(&ent.path(), d.epoch_interval, &|| st.stopped())
-                    .map_err(|e| io("remove", &ent.path(), e))?;
-            }
+    for (ldir, delete) in doomed {
+        for path in delete {
+            remove_paced(&path, d.epoch_interval, &|| st.stopped())
+                .map_err(|e| io("remove", &path, e))?;
         }
         sync_dir(&ldir).map_err(|e| io("sync", &ldir, e))?;
     }
@@ -262,6 +282,48 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
         files: files.len(),
         millis,
     })
+}
+
+/// A logger's oldest needed log generation once a checkpoint of e_l `low`
+/// is complete, and its closed files a cleanup may delete. `ldir` holds
+/// its files; those of generations below `current` are closed; `old_low`
+/// is its oldest needed generation so far, if known.
+///
+/// The new one is the first closed generation (from `old_low` on) with a
+/// block of epoch ≥ e_l (its name's epoch is its newest block's), else
+/// `current`; never below `old_low`. Only files below it whose newest
+/// block is older than e_l go, so the generations from it on stay
+/// contiguous even though files can hold epochs out of order (§3.5).
+fn superseded_logs(
+    ldir: &Path,
+    current: u64,
+    old_low: Option<u64>,
+    low: u64,
+) -> io::Result<(u64, Vec<PathBuf>)> {
+    let mut closed: Vec<(u64, u64, PathBuf)> = Vec::new();
+    for ent in fs::read_dir(ldir)? {
+        let ent = ent?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if let Some((max, gen)) = format::parse_old_log_name(&name) {
+            if gen < current {
+                closed.push((gen, max, ent.path()));
+            }
+        }
+    }
+    closed.sort();
+    let from = old_low.unwrap_or(0);
+    let first_needed = closed
+        .iter()
+        .filter(|c| c.0 >= from)
+        .find(|c| c.1 >= low)
+        .map_or(current, |c| c.0);
+    let new_low = first_needed.max(from);
+    let delete = closed
+        .into_iter()
+        .filter(|c| c.0 < new_low && c.1 < low)
+        .map(|c| c.2)
+        .collect();
+    Ok((new_low, delete))
 }
 
 /// Up to `n − 1` keys splitting table `t` into `n` slices of about equal

@@ -31,11 +31,13 @@ pub fn u16_at(b: &[u8], at: usize) -> u16 {
 /// A block: the unit of checksumming in log and checkpoint files.
 ///
 /// ```text
-/// 0   magic      u32   BLOCK_MAGIC_LOG or BLOCK_MAGIC_CKPT
+/// 0   magic      u32   BLOCK_MAGIC_LOG, BLOCK_MAGIC_END or BLOCK_MAGIC_CKPT
 /// 4   len        u32   payload bytes
-/// 8   epoch      u64   log: the epoch of every record; checkpoint: 0
-/// 16  source     u32   log: the worker slot; checkpoint: the thread
-/// 20  count      u32   records in the payload
+/// 8   epoch      u64   log: the epoch of every record; end: the closing
+///                      logger's durable epoch d; checkpoint: 0
+/// 16  source     u32   log: the worker slot; end: the logger; checkpoint:
+///                      the thread
+/// 20  count      u32   records in the payload (end: log blocks in the file)
 /// 24  body_crc   u32   CRC of the payload
 /// 28  head_crc   u32   CRC of bytes 0..28
 /// 32  payload
@@ -43,6 +45,8 @@ pub fn u16_at(b: &[u8], at: usize) -> u16 {
 pub const BLOCK_HEADER: usize = 32;
 pub const BLOCK_MAGIC_LOG: u32 = u32::from_le_bytes(*b"GRLB");
 pub const BLOCK_MAGIC_CKPT: u32 = u32::from_le_bytes(*b"GRCB");
+/// The end record of a closed (v03) log file: see [`LogEnd`].
+pub const BLOCK_MAGIC_END: u32 = u32::from_le_bytes(*b"GRLE");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockHeader {
@@ -277,9 +281,9 @@ pub const IO_ALIGN: usize = 4096;
 /// Every log file starts with this 32-byte header:
 ///
 /// ```text
-/// 0   magic       8 bytes  "GRLOGv02" (or "GRLOGv01")
+/// 0   magic       8 bytes  "GRLOGv03" (or "GRLOGv02", "GRLOGv01")
 /// 8   logger      u32
-/// 12  align       u32      v02: blocks start at multiples of this; v01: 0
+/// 12  align       u32      v02, v03: blocks start at multiples of this; v01: 0
 /// 16  generation  u64      per logger, +1 for each new file
 /// 24  reserved    u32      0
 /// 28  crc         u32      CRC of bytes 0..28
@@ -287,13 +291,17 @@ pub const IO_ALIGN: usize = 4096;
 ///
 /// A v02 file's header is followed by zeros up to `align`, where its first
 /// block starts; each block is followed by zeros up to the next multiple
-/// of `align`. A v01 file (written before granary used `O_DIRECT`) has
-/// its blocks back to back from byte 32. Readers accept both.
+/// of `align`. A v03 file has the v02 layout, and once closed it ends with
+/// an end record ([`LogEnd`]), so a closed file that lost its end is
+/// known to be short. A v01 file (written before granary used
+/// `O_DIRECT`) has its blocks back to back from byte 32. Readers accept
+/// all three.
 pub const LOG_FILE_HEADER: usize = 32;
-pub const LOG_FILE_MAGIC: &[u8; 8] = b"GRLOGv02";
+pub const LOG_FILE_MAGIC: &[u8; 8] = b"GRLOGv03";
+pub const LOG_FILE_MAGIC_V2: &[u8; 8] = b"GRLOGv02";
 pub const LOG_FILE_MAGIC_V1: &[u8; 8] = b"GRLOGv01";
 
-/// A v02 header with alignment [`IO_ALIGN`].
+/// A v03 header with alignment [`IO_ALIGN`].
 pub fn encode_log_file_header(logger: u32, generation: u64) -> [u8; LOG_FILE_HEADER] {
     let mut h = [0u8; LOG_FILE_HEADER];
     h[0..8].copy_from_slice(LOG_FILE_MAGIC);
@@ -310,9 +318,11 @@ pub fn encode_log_file_header(logger: u32, generation: u64) -> [u8; LOG_FILE_HEA
 pub struct LogFileHeader {
     pub logger: u32,
     pub generation: u64,
-    /// Blocks start at multiples of this (v02), or directly after each
-    /// other from byte 32 (v01: 0).
+    /// Blocks start at multiples of this (v02, v03), or directly after
+    /// each other from byte 32 (v01: 0).
     pub align: u32,
+    /// v03: once closed, the file ends with an end record.
+    pub ends: bool,
 }
 
 impl LogFileHeader {
@@ -346,60 +356,161 @@ pub fn decode_log_file_header(h: &[u8]) -> Option<LogFileHeader> {
     if h.len() < LOG_FILE_HEADER || crc(&h[0..28]) != u32_at(h, 28) {
         return None;
     }
-    let align = match &h[0..8] {
-        m if m == LOG_FILE_MAGIC => {
+    let (align, ends) = match &h[0..8] {
+        m if m == LOG_FILE_MAGIC || m == LOG_FILE_MAGIC_V2 => {
             let a = u32_at(h, 12);
             // A power of two from 512 B to 1 MiB.
             if !a.is_power_of_two() || !(512..=1 << 20).contains(&a) {
                 return None;
             }
-            a
+            (a, m == LOG_FILE_MAGIC)
         }
-        m if m == LOG_FILE_MAGIC_V1 => 0,
+        m if m == LOG_FILE_MAGIC_V1 => (0, false),
         _ => return None,
     };
     Some(LogFileHeader {
         logger: u32_at(h, 8),
         generation: u64_at(h, 16),
         align,
+        ends,
     })
+}
+
+// ---------------------------------------------------- log file end record
+
+/// The end record of a closed v03 log file: a block with magic
+/// [`BLOCK_MAGIC_END`], the last thing in the file. A logger appends it
+/// (and syncs it) before it renames `data.log` to its closed name;
+/// recovery appends one when it retires a `data.log`. A closed v03 file
+/// that does not end with one was cut short.
+///
+/// ```text
+/// header  epoch   d: every block of epoch ≤ d from this logger's workers
+///                 is in this file or an older generation
+///         source  the logger
+///         count   the log blocks before this record
+/// payload 0   generation  u64  the file header's
+///         8   min_epoch   u64  of the log blocks (0 if none)
+///         16  max_epoch   u64  of the log blocks (0 if none)
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogEnd {
+    pub durable_epoch: u64,
+    pub logger: u32,
+    pub blocks: u32,
+    pub generation: u64,
+    pub min_epoch: u64,
+    pub max_epoch: u64,
+}
+
+/// Bytes of an end record's payload.
+pub const LOG_END_PAYLOAD: usize = 24;
+
+impl LogEnd {
+    /// The payload; the header is [`LogEnd::header`] of it.
+    pub fn payload(&self) -> [u8; LOG_END_PAYLOAD] {
+        let mut p = [0u8; LOG_END_PAYLOAD];
+        p[0..8].copy_from_slice(&self.generation.to_le_bytes());
+        p[8..16].copy_from_slice(&self.min_epoch.to_le_bytes());
+        p[16..24].copy_from_slice(&self.max_epoch.to_le_bytes());
+        p
+    }
+
+    pub fn header(&self) -> BlockHeader {
+        BlockHeader {
+            magic: BLOCK_MAGIC_END,
+            len: LOG_END_PAYLOAD as u32,
+            epoch: self.durable_epoch,
+            source: self.logger,
+            count: self.blocks,
+            body_crc: crc(&self.payload()),
+        }
+    }
+
+    /// The whole record, header then payload (unpadded).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = self.header().encode().to_vec();
+        b.extend_from_slice(&self.payload());
+        b
+    }
+
+    /// From a checked end block: `None` if its payload is not an end
+    /// record's.
+    pub fn decode(h: &BlockHeader, body: &[u8]) -> Option<LogEnd> {
+        if h.magic != BLOCK_MAGIC_END || body.len() != LOG_END_PAYLOAD {
+            return None;
+        }
+        Some(LogEnd {
+            durable_epoch: h.epoch,
+            logger: h.source,
+            blocks: h.count,
+            generation: u64_at(body, 0),
+            min_epoch: u64_at(body, 8),
+            max_epoch: u64_at(body, 16),
+        })
+    }
 }
 
 // ---------------------------------------------------------------- pepoch
 
 /// The `pepoch` file: two 512-byte slots written alternately, so a torn
 /// write of one leaves the other. The valid slot with the larger sequence
-/// number wins.
+/// number wins. It is the root of what recovery must find (version 3):
 ///
 /// ```text
-/// 0   magic     u32  "GRPE"
-/// 4   version   u32  2 (1: the log files it names are v01 files)
-/// 8   seq       u64  write counter
-/// 16  epoch     u64  e_p: every transaction of epoch ≤ e_p is durable
-/// 24  loggers   u32  n
-/// 28  reserved  u32  0
-/// 32  n × (generation u64, length u64): per logger, the log file and its
-///     length that were fsynced when that logger reached e_p
-/// 32+16n  crc   u32  CRC of bytes 0..32+16n
+/// 0   magic       u32  "GRPE"
+/// 4   version     u32  3 (2 and 1: see below)
+/// 8   seq         u64  write counter
+/// 16  epoch       u64  e_p: every transaction of epoch ≤ e_p is durable
+/// 24  loggers     u32  n
+/// 28  voids       u32  entries the `voids` file holds (at least)
+/// 32  checkpoint  u64  e_l of the checkpoint the durable state needs
+///                      (its logs before e_l may be deleted); 0: none
+/// 40  n × (generation u64, length u64, low u64): per logger, the log file
+///     and its length that were fsynced when that logger reached e_p, and
+///     the oldest generation recovery needs: every generation from low to
+///     generation must exist
+/// 40+24n  crc     u32  CRC of bytes 0..40+24n
 /// ```
+///
+/// Versions 1 and 2 (written before 2026-11-25) have no `voids`,
+/// `checkpoint` or `low`: bytes 28..32 are 0, and the n × (generation,
+/// length) pairs start at 32, with the CRC at 32+16n. Version 1's
+/// positions name v01 log files.
 pub const PEPOCH_SLOT: usize = 512;
 pub const PEPOCH_MAGIC: u32 = u32::from_le_bytes(*b"GRPE");
-/// The most loggers whose positions fit in one pepoch slot.
-pub const MAX_LOGGERS: usize = (PEPOCH_SLOT - 36) / 16;
-/// The version granary writes: its positions name v02 log files.
-pub const PEPOCH_VERSION: u32 = 2;
+/// The most loggers whose positions fit in one version 3 pepoch slot.
+pub const MAX_LOGGERS: usize = (PEPOCH_SLOT - 44) / 24;
+/// The most loggers a version 1 or 2 slot can hold.
+const MAX_LOGGERS_V2: usize = (PEPOCH_SLOT - 36) / 16;
+/// The version granary writes.
+pub const PEPOCH_VERSION: u32 = 3;
+/// A `low` that is not known: the directory was last recovered from an
+/// older version, and has not been checkpointed since. Recovery then
+/// checks that logger as before version 3 (its generation g only).
+pub const LOW_UNKNOWN: u64 = u64::MAX;
 
+/// One pepoch slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pepoch {
-    /// 2, or 1 if it was written by a granary that wrote v01 log files.
+    /// 3; or 2, 1 if written by an older granary (then `voids` and
+    /// `checkpoint` are 0 and `lows` is empty).
     pub version: u32,
     pub seq: u64,
     pub epoch: u64,
     /// Per logger: (generation, durable length) of its log file.
     pub positions: Vec<(u64, u64)>,
+    /// The number of entries `voids` holds (at least).
+    pub voids: u32,
+    /// e_l of the checkpoint the durable state needs; 0: none.
+    pub checkpoint: u64,
+    /// Per logger: the oldest log file generation recovery needs (empty
+    /// before version 3: unknown).
+    pub lows: Vec<u64>,
 }
 
 impl Pepoch {
+    /// Encode in the slot layout of `self.version`.
     pub fn encode(&self) -> [u8; PEPOCH_SLOT] {
         let mut s = [0u8; PEPOCH_SLOT];
         s[0..4].copy_from_slice(&PEPOCH_MAGIC.to_le_bytes());
@@ -407,11 +518,22 @@ impl Pepoch {
         s[8..16].copy_from_slice(&self.seq.to_le_bytes());
         s[16..24].copy_from_slice(&self.epoch.to_le_bytes());
         s[24..28].copy_from_slice(&(self.positions.len() as u32).to_le_bytes());
+        let v3 = self.version >= 3;
         let mut at = 32;
-        for &(g, l) in &self.positions {
+        if v3 {
+            s[28..32].copy_from_slice(&self.voids.to_le_bytes());
+            s[32..40].copy_from_slice(&self.checkpoint.to_le_bytes());
+            at = 40;
+        }
+        for (k, &(g, l)) in self.positions.iter().enumerate() {
             s[at..at + 8].copy_from_slice(&g.to_le_bytes());
             s[at + 8..at + 16].copy_from_slice(&l.to_le_bytes());
             at += 16;
+            if v3 {
+                let low = self.lows.get(k).copied().unwrap_or(0);
+                s[at..at + 8].copy_from_slice(&low.to_le_bytes());
+                at += 8;
+            }
         }
         let c = crc(&s[0..at]);
         s[at..at + 4].copy_from_slice(&c.to_le_bytes());
@@ -419,26 +541,49 @@ impl Pepoch {
     }
 
     pub fn decode(s: &[u8]) -> Option<Pepoch> {
-        if s.len() < 36 || u32_at(s, 0) != PEPOCH_MAGIC || !matches!(u32_at(s, 4), 1 | 2) {
+        if s.len() < 36 || u32_at(s, 0) != PEPOCH_MAGIC {
             return None;
         }
+        let version = u32_at(s, 4);
+        let (first, entry, max) = match version {
+            1 | 2 => (32, 16, MAX_LOGGERS_V2),
+            3 => (40, 24, MAX_LOGGERS),
+            _ => return None,
+        };
         let n = u32_at(s, 24) as usize;
-        if n > MAX_LOGGERS {
+        if n > max {
             return None;
         }
-        let end = 32 + 16 * n;
-        if crc(&s[0..end]) != u32_at(s, end) {
+        let end = first + entry * n;
+        if s.len() < end + 4 || crc(&s[0..end]) != u32_at(s, end) {
             return None;
         }
         let positions = (0..n)
-            .map(|i| (u64_at(s, 32 + 16 * i), u64_at(s, 40 + 16 * i)))
+            .map(|i| {
+                let at = first + entry * i;
+                (u64_at(s, at), u64_at(s, at + 8))
+            })
             .collect();
+        let v3 = version == 3;
         Some(Pepoch {
-            version: u32_at(s, 4),
+            version,
             seq: u64_at(s, 8),
             epoch: u64_at(s, 16),
             positions,
+            voids: if v3 { u32_at(s, 28) } else { 0 },
+            checkpoint: if v3 { u64_at(s, 32) } else { 0 },
+            lows: if v3 {
+                (0..n).map(|i| u64_at(s, first + entry * i + 16)).collect()
+            } else {
+                Vec::new()
+            },
         })
+    }
+
+    /// Logger `k`'s oldest needed generation, if known: not before
+    /// version 3, nor while it is [`LOW_UNKNOWN`].
+    pub fn low(&self, k: usize) -> Option<u64> {
+        self.lows.get(k).copied().filter(|&l| l != LOW_UNKNOWN)
     }
 
     /// The length of a log file with no blocks, in the format of the
@@ -758,12 +903,18 @@ mod tests {
             seq: 4,
             epoch: 10,
             positions: vec![(1, 100), (2, 200)],
+            voids: 0,
+            checkpoint: 0,
+            lows: Vec::new(),
         };
         let b = Pepoch {
             version: PEPOCH_VERSION,
             seq: 5,
             epoch: 11,
             positions: vec![(1, 150), (2, 250)],
+            voids: 3,
+            checkpoint: 9,
+            lows: vec![1, 0],
         };
         let mut f = a.encode().to_vec();
         f.extend_from_slice(&b.encode());
@@ -775,13 +926,69 @@ mod tests {
         assert_eq!(Pepoch::decode_file(&f), None);
         assert_eq!(a.empty_log_len(), LOG_FILE_HEADER as u64);
         assert_eq!(b.empty_log_len(), IO_ALIGN as u64);
+        // Version 2: the pairs start at 32, and the new fields read as 0.
+        let v2 = Pepoch {
+            version: 2,
+            ..a.clone()
+        };
+        let e = v2.encode();
+        assert_eq!(u64_at(&e, 32), 1);
+        assert_eq!(Pepoch::decode(&e), Some(v2));
+        // Version 3 holds 19 loggers; version 2 held 29.
+        let full = Pepoch {
+            positions: vec![(7, 8); MAX_LOGGERS],
+            lows: vec![6; MAX_LOGGERS],
+            ..b.clone()
+        };
+        assert_eq!(Pepoch::decode(&full.encode()), Some(full));
+        assert_eq!((MAX_LOGGERS, MAX_LOGGERS_V2), (19, 29));
+        // A flip in a low generation is caught.
+        let mut d = b.encode();
+        d[40 + 16] ^= 1;
+        assert_eq!(Pepoch::decode(&d), None);
     }
 
     #[test]
-    fn log_file_headers_of_both_versions() {
+    fn log_end_record() {
+        let e = LogEnd {
+            durable_epoch: 41,
+            logger: 2,
+            blocks: 17,
+            generation: 5,
+            min_epoch: 30,
+            max_epoch: 42,
+        };
+        let b = e.encode();
+        let BlockRead::Block(h, body) = read_block(&b, 0, BLOCK_MAGIC_END) else {
+            panic!("not a block");
+        };
+        assert_eq!(LogEnd::decode(&h, body), Some(e));
+        // Not a log block, and a log block is not an end.
+        assert!(matches!(
+            read_block(&b, 0, BLOCK_MAGIC_LOG),
+            BlockRead::Bad(_)
+        ));
+        let log = BlockHeader {
+            magic: BLOCK_MAGIC_LOG,
+            ..h
+        };
+        assert_eq!(LogEnd::decode(&log, body), None);
+        assert_eq!(LogEnd::decode(&h, &body[..20]), None);
+    }
+
+    #[test]
+    fn log_file_headers_of_every_version() {
         let h = encode_log_file_header(3, 17);
         let d = decode_log_file_header(&h).unwrap();
         assert_eq!((d.logger, d.generation, d.align), (3, 17, IO_ALIGN as u32));
+        assert!(d.ends);
+        // v02: the same layout, closed files without an end record.
+        let mut v2 = h;
+        v2[0..8].copy_from_slice(LOG_FILE_MAGIC_V2);
+        let c = crc(&v2[0..28]);
+        v2[28..32].copy_from_slice(&c.to_le_bytes());
+        let d2 = decode_log_file_header(&v2).unwrap();
+        assert_eq!((d2.align, d2.ends), (IO_ALIGN as u32, false));
         assert_eq!(d.first_block(), IO_ALIGN as u64);
         assert_eq!(d.next_block(IO_ALIGN as u64 + 1), 2 * IO_ALIGN as u64);
         assert_eq!(d.next_block(2 * IO_ALIGN as u64), 2 * IO_ALIGN as u64);
@@ -802,7 +1009,7 @@ mod tests {
             assert_eq!(decode_log_file_header(&x), None, "align {bad}");
         }
         let mut x = h;
-        x[7] = b'3';
+        x[7] = b'4';
         let c = crc(&x[0..28]);
         x[28..32].copy_from_slice(&c.to_le_bytes());
         assert_eq!(decode_log_file_header(&x), None, "unknown version");

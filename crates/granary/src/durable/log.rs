@@ -18,8 +18,12 @@
 //! * The distinguished logger (0) computes `e_p = min d`, writes it with
 //!   every logger's durable file position to `pepoch`, fdatasyncs it, and
 //!   only then publishes it (§3.1, §3.5). Commits wait for it.
-//! * Every 100 epochs a logger renames `data.log` to `old_data.<max
-//!   epoch>.g<generation>` and starts a new file.
+//! * Every 100 epochs a logger closes `data.log`: it appends an end record
+//!   (so a closed file that lost its end is known to be short), syncs it,
+//!   renames the file to `old_data.<max epoch>.g<generation>` and starts
+//!   a new file.
+//! * The pepoch also carries the [`Ledger`]: what recovery must find (the
+//!   checkpoint the state needs, and each logger's oldest needed file).
 //! * Any failed write, fsync or rename poisons the database: nothing more
 //!   is written or acknowledged.
 
@@ -34,7 +38,9 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
-use super::format::{self, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN};
+use super::format::{
+    self, LogEnd, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
+};
 use super::{fp, sync_dir, Durable};
 use crate::epoch::Epochs;
 
@@ -238,9 +244,10 @@ pub(crate) struct LogFile {
     file: File,
     generation: u64,
     len: u64,
-    /// The first and last epoch of the blocks written to it.
+    /// The first and last epoch of the blocks written to it, and how many.
     min_epoch: u64,
     max_epoch: u64,
+    blocks: u32,
 }
 
 impl LogFile {
@@ -264,16 +271,54 @@ impl LogFile {
             len: IO_ALIGN as u64,
             min_epoch: u64::MAX,
             max_epoch: 0,
+            blocks: 0,
         })
     }
 
-    /// Rename `data.log` to its finished name (it is already synced).
+    /// Append the end record (everything of epoch ≤ `durable` from this
+    /// logger's workers is in this file or an older one) and sync it.
+    fn close(&mut self, logger: u32, durable: u64) -> io::Result<()> {
+        let end = LogEnd {
+            durable_epoch: durable,
+            logger,
+            blocks: self.blocks,
+            generation: self.generation,
+            min_epoch: if self.blocks == 0 { 0 } else { self.min_epoch },
+            max_epoch: self.max_epoch,
+        };
+        self.len = write_end(&self.file, self.len, &end)?;
+        Ok(())
+    }
+
+    /// Rename `data.log` to its finished name (it is closed and synced).
     fn retire(&self) -> io::Result<()> {
         fp("log-rename")?;
         let to = format::old_log_name(self.max_epoch, self.generation);
         std::fs::rename(self.dir.join(CURRENT_LOG), self.dir.join(to))?;
         sync_dir(&self.dir)
     }
+}
+
+/// Write end record `end` at `at` (an [`IO_ALIGN`] multiple, the end of
+/// the file's blocks), padded as a block, and sync the file. Returns the
+/// file's new length. The file may be open with `O_DIRECT`.
+pub(crate) fn write_end(file: &File, at: u64, end: &LogEnd) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut b = AlignedBuf::with_capacity(IO_ALIGN);
+    b.resize_zeroed(BLOCK_HEADER);
+    b.extend_from_slice(&end.payload());
+    seal_block(
+        &mut b,
+        BLOCK_MAGIC_END,
+        end.durable_epoch,
+        end.logger,
+        end.blocks,
+    );
+    fp("log-end-write")?;
+    file.write_all_at(b.as_slice(), at)?;
+    fp("log-end-fsync")?;
+    file.sync_data()?;
+    Ok(at + b.len() as u64)
 }
 
 pub(crate) struct LoggerStart {
@@ -383,6 +428,7 @@ impl Logger {
                 self.file.len += b.data.len() as u64;
                 self.file.min_epoch = self.file.min_epoch.min(b.epoch);
                 self.file.max_epoch = self.file.max_epoch.max(b.epoch);
+                self.file.blocks += 1;
                 d.counters
                     .bytes
                     .fetch_add(b.data.len() as u64, Ordering::Relaxed);
@@ -418,6 +464,7 @@ impl Logger {
         if self.file.min_epoch != u64::MAX
             && self.file.max_epoch >= self.file.min_epoch + ROTATE_EPOCHS
         {
+            self.file.close(self.index as u32, durable)?;
             self.file.retire()?;
             self.file = LogFile::create(
                 &self.file.dir.clone(),
@@ -445,12 +492,13 @@ impl Durable {
     pub(crate) fn publish_pepoch(&self) -> io::Result<()> {
         let mut w = self.pepoch_writer.lock();
         let positions: Vec<Position> = self.loggers.iter().map(|l| *l.position.lock()).collect();
+        let ledger = self.ledger.lock().clone();
         let e = positions.iter().map(|p| p.epoch).min().unwrap_or(0);
-        if e <= self.pepoch.load(Ordering::Acquire) && !w.dirty(&positions) {
+        if e <= self.pepoch.load(Ordering::Acquire) && !w.dirty(&positions, &ledger) {
             return Ok(());
         }
         let e = e.max(self.pepoch.load(Ordering::Acquire));
-        w.write(e, &positions)?;
+        w.write(e, &positions, &ledger)?;
         // Only now may commits of epoch ≤ e be acknowledged.
         self.pepoch.store(e, Ordering::Release);
         let _g = self.pepoch_lock.lock();
@@ -459,11 +507,35 @@ impl Durable {
     }
 }
 
+/// What recovery must find besides the log positions, recorded in every
+/// pepoch write (see `format::Pepoch`). A checkpoint changes it (and has it
+/// written) before it deletes anything it supersedes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ledger {
+    /// e_l of the checkpoint the durable state needs; 0: none.
+    pub checkpoint: u64,
+    /// Per logger: the oldest log file generation recovery needs.
+    pub lows: Vec<u64>,
+    /// Entries in `voids`.
+    pub voids: u32,
+}
+
+impl Ledger {
+    /// Logger `k`'s oldest needed generation, if known.
+    pub fn low(&self, k: usize) -> Option<u64> {
+        self.lows
+            .get(k)
+            .copied()
+            .filter(|&l| l != format::LOW_UNKNOWN)
+    }
+}
+
 /// Writes the two-slot `pepoch` file.
 pub(crate) struct PepochWriter {
     file: File,
     seq: u64,
     last: Vec<Position>,
+    last_ledger: Option<Ledger>,
 }
 
 impl PepochWriter {
@@ -473,12 +545,15 @@ impl PepochWriter {
             file,
             seq,
             last: Vec::new(),
+            last_ledger: None,
         })
     }
 
-    /// Whether the recorded file positions changed since the last write.
-    fn dirty(&self, p: &[Position]) -> bool {
-        self.last.len() != p.len()
+    /// Whether the recorded file positions or the ledger changed since the
+    /// last write.
+    fn dirty(&self, p: &[Position], ledger: &Ledger) -> bool {
+        self.last_ledger.as_ref() != Some(ledger)
+            || self.last.len() != p.len()
             || self
                 .last
                 .iter()
@@ -486,7 +561,7 @@ impl PepochWriter {
                 .any(|(a, b)| (a.generation, a.len) != (b.generation, b.len))
     }
 
-    pub fn write(&mut self, epoch: u64, positions: &[Position]) -> io::Result<()> {
+    pub fn write(&mut self, epoch: u64, positions: &[Position], ledger: &Ledger) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         self.seq += 1;
         let rec = Pepoch {
@@ -494,6 +569,9 @@ impl PepochWriter {
             seq: self.seq,
             epoch,
             positions: positions.iter().map(|p| (p.generation, p.len)).collect(),
+            voids: ledger.voids,
+            checkpoint: ledger.checkpoint,
+            lows: ledger.lows.clone(),
         };
         let at = (self.seq % 2) * format::PEPOCH_SLOT as u64;
         fp("pepoch-write")?;
@@ -501,6 +579,7 @@ impl PepochWriter {
         fp("pepoch-fsync")?;
         self.file.sync_data()?;
         self.last = positions.to_vec();
+        self.last_ledger = Some(ledger.clone());
         Ok(())
     }
 }

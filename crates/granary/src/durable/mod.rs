@@ -33,7 +33,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::epoch::Epochs;
 use crate::error::Error;
-use log::{LogCounters, LoggerShared, PepochWriter, Position, SlotLog};
+use log::{Ledger, LogCounters, LoggerShared, PepochWriter, Position, SlotLog};
 
 /// Check a failpoint (compiled to nothing without the `failpoints`
 /// feature): an injected failure surfaces as an I/O error.
@@ -122,6 +122,8 @@ pub(crate) struct Durable {
     pub pepoch_lock: Mutex<()>,
     pub pepoch_changed: Condvar,
     pub pepoch_writer: Mutex<PepochWriter>,
+    /// What recovery must find, written with every pepoch.
+    pub ledger: Mutex<Ledger>,
     poisoned: AtomicBool,
     poison_cause: Mutex<Option<String>>,
     pub stopping: AtomicBool,
@@ -141,6 +143,8 @@ pub(crate) struct Start {
     pub pepoch_seq: u64,
     /// Per logger: the next log file generation.
     pub generations: Vec<u64>,
+    /// What recovery must find, as recovery left it.
+    pub ledger: Ledger,
     pub checkpoint: Option<format::Manifest>,
     pub recovered: RecoveryStats,
 }
@@ -174,6 +178,7 @@ impl Durable {
             pepoch_lock: Mutex::new(()),
             pepoch_changed: Condvar::new(),
             pepoch_writer: Mutex::new(writer),
+            ledger: Mutex::new(s.ledger),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             stopping: AtomicBool::new(false),
@@ -404,7 +409,8 @@ fn init_dir(dir: &Path, loggers: usize) -> Result<(), Error> {
     write().map_err(|e| io("initialize", dir, e))
 }
 
-/// The initial pepoch: e_p = 0, every logger at generation 0, length 0.
+/// The initial pepoch: e_p = 0, every logger at generation 0, length 0,
+/// needing generations from 0 on, and no checkpoint.
 struct Pepoch0 {
     loggers: usize,
 }
@@ -416,6 +422,9 @@ impl Pepoch0 {
             seq: 0,
             epoch: 0,
             positions: vec![(0, 0); self.loggers],
+            voids: 0,
+            checkpoint: 0,
+            lows: vec![0; self.loggers],
         };
         let mut b = p.encode().to_vec();
         b.extend_from_slice(&[0u8; format::PEPOCH_SLOT]);
@@ -452,20 +461,36 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
             dir.display()
         )));
     }
+    // The checkpoint the durable state needs, or the voids: no salvage
+    // without them.
+    if let Some(p) = info.problems.first() {
+        return Err(p.to_error());
+    }
     let db = crate::Database::new(options.clone())?;
     for (_, name) in &info.tables {
         db.create_table(name)?;
     }
-    let recovered = recover::replay(&db, &mut info, options.recovery_threads, options.direct_io)?;
+    let recovered = recover::replay(
+        &db,
+        &mut info,
+        options.recovery_threads,
+        options.direct_io,
+        options.recovery_mode,
+    )?;
     {
         let mut w = db.worker()?;
         for &t in &recovered.tables_with_deletes {
             w.sweep_tombstones(crate::db::TableId(t));
         }
     }
-    let (generations, first_epoch) = recover::tidy(&info)?;
-    db.shared.epochs.raise_global(first_epoch);
+    let tidied = recover::tidy(&info)?;
+    db.shared.epochs.raise_global(tidied.first_epoch);
     *db.owner.as_ref().expect("a user handle").lock.lock() = Some(lock);
+    // A salvage leaves damaged files behind, and a directory from before
+    // pepoch version 3 has no record of which log files it needs: a
+    // checkpoint (before anything new is acknowledged) records that, and
+    // deletes what it supersedes.
+    let rebase = info.salvage.is_some() || tidied.ledger.lows.contains(&format::LOW_UNKNOWN);
     // Recovery's own threads use internal handles (no owner), so failing
     // here releases the lock with `db`.
     let d = Durable::start(Start {
@@ -474,12 +499,16 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
         options,
         pepoch: info.pepoch.epoch,
         pepoch_seq: info.pepoch.seq,
-        generations,
+        generations: tidied.generations,
+        ledger: tidied.ledger,
         checkpoint: info.checkpoint().map(|(_, m)| m.clone()),
         recovered,
     })?;
     if db.shared.durable.set(d).is_err() {
         unreachable!("durability is set once, here");
+    }
+    if rebase {
+        checkpoint::run(&db)?;
     }
     checkpoint::spawn_periodic(&db.shared).map_err(Error::Io)?;
     Ok(db)

@@ -21,6 +21,16 @@
 //! * A checkpoint counts only with a valid `MANIFEST`; a checkpoint
 //!   directory without one is an interrupted checkpoint and is deleted. A
 //!   damaged manifest or checkpoint file is [`Error::Corrupt`].
+//! * Completeness: before anything changes on disk, recovery proves it
+//!   holds everything the durable state needs, from what the pepoch
+//!   records (version 3): the checkpoint it names (or a newer complete
+//!   one), and for each logger every log file generation from its `low`
+//!   to its durable generation g, each closed (v03) one ending with its
+//!   end record. Whatever is gone is a [`Problem`]; in the default
+//!   [`RecoveryMode::Strict`] the first one is the error
+//!   ([`Error::Missing`], or [`Error::Corrupt`] for damaged bytes), and
+//!   `granary inspect` lists them all. [`RecoveryMode::Salvage`] instead
+//!   replays the longest prefix every logger still holds completely.
 //! * Replay applies checkpoint records, then log records with
 //!   e_l ≤ epoch ≤ e_p, newest TID winning; the result is the state at the
 //!   end of epoch e_p.
@@ -35,11 +45,12 @@ use std::sync::Mutex;
 use super::abuf::{open_aligned, AlignedBuf};
 use super::ahead::{Ahead, Window};
 use super::format::{
-    self, BlockHeader, BlockRead, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT,
-    BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
+    self, BlockHeader, BlockRead, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT,
+    BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
 };
+use super::log::Ledger;
 use super::{fp, sync_dir, DELETING_SUFFIX};
-use crate::db::{Database, Shared, TableId};
+use crate::db::{Database, RecoveryMode, Shared, TableId};
 use crate::error::Error;
 use crate::record::Slabs;
 use crate::tid::Tid;
@@ -65,8 +76,79 @@ pub struct LogFileInfo {
     pub blocks_beyond_pepoch: u64,
     /// What lies past the durable prefix, if anything.
     pub tail: Option<String>,
+    /// v03: the file's end record, if it has one (closed files must).
+    pub end: Option<LogEnd>,
+    /// v03 (closed files end with an end record).
+    pub ends: bool,
+    /// Older than the oldest generation recovery needs (the checkpoint
+    /// holds what it wrote): not read past its header.
+    pub superseded: bool,
+    /// A [`Problem`] was found in it; only the blocks before the damage
+    /// are in `blocks` and the index.
+    pub damaged: bool,
     /// Offset and header of every block of the durable prefix.
     pub(crate) index: Vec<(u64, BlockHeader)>,
+}
+
+/// Something the durable state needs that recovery found gone or damaged.
+/// In [`RecoveryMode::Strict`] the first one fails the open, as
+/// [`Problem::to_error`]; `granary inspect` lists them all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The file, or the directory a missing file belongs in.
+    pub path: PathBuf,
+    /// `Some`: damaged bytes at this offset ([`Error::Corrupt`]); `None`:
+    /// something is gone ([`Error::Missing`]).
+    pub offset: Option<u64>,
+    pub what: String,
+    /// The logger and log file generation it concerns, if a log file.
+    pub log: Option<(usize, u64)>,
+}
+
+impl Problem {
+    fn missing(path: PathBuf, what: impl Into<String>, log: Option<(usize, u64)>) -> Problem {
+        Problem {
+            path,
+            offset: None,
+            what: what.into(),
+            log,
+        }
+    }
+
+    /// The error a strict open fails with.
+    pub fn to_error(&self) -> Error {
+        match self.offset {
+            Some(offset) => Error::Corrupt {
+                path: self.path.clone(),
+                offset,
+                what: self.what.clone(),
+            },
+            None => Error::Missing {
+                path: self.path.clone(),
+                what: self.what.clone(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_error().fmt(f)
+    }
+}
+
+/// What a [`RecoveryMode::Salvage`] recovery kept and lost.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SalvageReport {
+    /// The state recovered is the durable state as of the end of this
+    /// epoch.
+    pub epoch: u64,
+    /// e_p: what had been acknowledged.
+    pub pepoch: u64,
+    /// The acknowledged epochs lost, `lo..=hi` (none if nothing was).
+    pub lost: Option<(u64, u64)>,
+    /// Everything found gone or damaged.
+    pub problems: Vec<Problem>,
 }
 
 /// A checkpoint directory, as found on disk.
@@ -91,6 +173,12 @@ pub struct DirInfo {
     /// The newest epoch of a block in a durable prefix that is beyond e_p
     /// and not already void: what this recovery must void.
     pub stale_max: Option<u64>,
+    /// What the durable state needs and is gone or damaged.
+    pub problems: Vec<Problem>,
+    /// The last epoch replayed: e_p, or less after a salvage.
+    pub replay_to: u64,
+    /// Set by a salvage that had something to salvage.
+    pub salvage: Option<SalvageReport>,
 }
 
 /// Whether `e` lies in a voided range.
@@ -122,11 +210,15 @@ pub fn exists(dir: &Path) -> bool {
 }
 
 /// Read and check a database directory without changing it, verifying
-/// every checksum of every durable log block (`granary inspect`).
+/// every checksum of every durable log block (`granary inspect`). Damaged
+/// or missing log files and a missing checkpoint are listed in
+/// [`DirInfo::problems`], with the words a strict open would fail with.
 ///
 /// # Errors
-/// [`Error::Corrupt`] for damage inside what is durable; [`Error::Storage`]
-/// if it cannot be read.
+/// [`Error::Corrupt`] for damage in the pepoch, the catalog, the voids
+/// or a manifest, and a log file in the wrong directory or two of one
+/// generation; [`Error::Missing`] for a missing catalog;
+/// [`Error::Storage`] if it cannot be read.
 pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
     scan_with(dir, true)
 }
@@ -136,7 +228,9 @@ pub fn scan(dir: &Path) -> Result<DirInfo, Error> {
 /// never reads blocks a checkpoint supersedes (SiloR §5.2).
 pub(crate) fn scan_with(dir: &Path, bodies: bool) -> Result<DirInfo, Error> {
     let mut info = scan_meta(dir)?;
-    (info.logs, info.stale_max) = scan_logs(&info, bodies)?;
+    let problems;
+    (info.logs, info.stale_max, problems) = scan_logs(&info, bodies)?;
+    info.problems.extend(problems);
     Ok(info)
 }
 
@@ -149,7 +243,16 @@ pub(crate) fn scan_meta(dir: &Path) -> Result<DirInfo, Error> {
     let pepoch = Pepoch::decode_file(&pe_bytes)
         .ok_or_else(|| corrupt(&pe_path, 0, "neither pepoch slot is valid"))?;
     let cat_path = dir.join(format::CATALOG_FILE);
-    let cat = fs::read(&cat_path).map_err(|e| io("read the table catalog", &cat_path, e))?;
+    let cat = match fs::read(&cat_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Missing {
+                path: cat_path,
+                what: "the table catalog is gone".into(),
+            })
+        }
+        Err(e) => return Err(io("read the table catalog", &cat_path, e)),
+    };
     let (tables, catalog_len) =
         format::decode_catalog(&cat).map_err(|w| corrupt(&cat_path, 0, w))?;
     for (i, (id, _)) in tables.iter().enumerate() {
@@ -189,6 +292,44 @@ pub(crate) fn scan_meta(dir: &Path) -> Result<DirInfo, Error> {
         checkpoints.push(CheckpointInfo { path, manifest });
     }
     checkpoints.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut problems = Vec::new();
+    // The pepoch names the checkpoint the durable state needs once its
+    // cleanup may have deleted the logs before its e_l: it, or a newer
+    // complete one, must be here.
+    let need = pepoch.checkpoint;
+    let have = checkpoints
+        .iter()
+        .filter_map(|c| c.manifest.as_ref())
+        .any(|m| m.low >= need);
+    if need != 0 && !have {
+        let cdir = dir.join(format::ckpt_dir_name(need));
+        let (path, gone) = if cdir.is_dir() {
+            (cdir.join(format::MANIFEST_FILE), "its MANIFEST is gone")
+        } else {
+            (cdir, "its directory is gone")
+        };
+        problems.push(Problem::missing(
+            path,
+            format!(
+                "the checkpoint of epoch {need} that the durable state needs ({gone}; \
+                 the logs before epoch {need} may have been deleted)"
+            ),
+            None,
+        ));
+    }
+    if (voids.len() as u64) < u64::from(pepoch.voids) {
+        problems.push(Problem::missing(
+            vpath.clone(),
+            format!(
+                "the voids file holds {} entries but {} were written: epochs that must \
+                 never be replayed would be",
+                voids.len(),
+                pepoch.voids
+            ),
+            None,
+        ));
+    }
+    let replay_to = pepoch.epoch;
     Ok(DirInfo {
         dir: dir.to_path_buf(),
         pepoch,
@@ -198,40 +339,53 @@ pub(crate) fn scan_meta(dir: &Path) -> Result<DirInfo, Error> {
         logs: Vec::new(),
         voids,
         stale_max: None,
+        problems,
+        replay_to,
+        salvage: None,
     })
 }
 
-/// The log files of every logger of `meta` (from [`scan_meta`]), and the
-/// `stale_max` they give.
-fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<(Vec<LogFileInfo>, Option<u64>), Error> {
+/// What [`scan_logs`] finds: the log files, the `stale_max` they give,
+/// and the problems.
+type LogScan = (Vec<LogFileInfo>, Option<u64>, Vec<Problem>);
+
+/// The log files of every logger of `meta` (from [`scan_meta`]), the
+/// `stale_max` they give, and what is gone or damaged in them.
+fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<LogScan, Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let (dir, pepoch, voids) = (&meta.dir, &meta.pepoch, &meta.voids);
     let mut logs = Vec::new();
     let mut stale_max = None;
+    let mut problems = Vec::new();
     for (i, &(g, n)) in pepoch.positions.iter().enumerate() {
+        let low = pepoch.low(i);
         let ldir = format::logger_dir(dir, i);
         let mut files = Vec::new();
-        let entries = fs::read_dir(&ldir).map_err(|e| io("list", &ldir, e))?;
-        for ent in entries {
-            let ent = ent.map_err(|e| io("list", &ldir, e))?;
-            let name = ent.file_name().to_string_lossy().into_owned();
-            if name == CURRENT_LOG || format::parse_old_log_name(&name).is_some() {
-                files.push(ent.path());
+        match fs::read_dir(&ldir) {
+            Ok(entries) => {
+                for ent in entries {
+                    let ent = ent.map_err(|e| io("list", &ldir, e))?;
+                    let name = ent.file_name().to_string_lossy().into_owned();
+                    if name == CURRENT_LOG || format::parse_old_log_name(&name).is_some() {
+                        files.push(ent.path());
+                    }
+                }
             }
+            // Every file in it is gone: the generations below say which
+            // mattered.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("list", &ldir, e)),
         }
         files.sort();
         let mut gens = std::collections::HashSet::new();
-        let mut found_g = false;
         for path in files {
-            let info = scan_log_file(
-                &path,
-                i,
-                (g, n),
-                pepoch.epoch,
-                voids,
-                &mut stale_max,
-                bodies,
-            )?;
+            let at = Place {
+                logger: i,
+                durable: (g, n),
+                low,
+                ep: pepoch.epoch,
+            };
+            let info = scan_log_file(&path, &at, voids, &mut stale_max, bodies, &mut problems)?;
             if let Some(gen) = info.generation {
                 if !gens.insert(gen) {
                     return Err(corrupt(
@@ -240,35 +394,69 @@ fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<(Vec<LogFileInfo>, Option<u
                         format!("two log files of generation {gen}"),
                     ));
                 }
-                found_g |= gen == g;
             }
             logs.push(info);
         }
-        if !found_g && n > pepoch.empty_log_len() {
-            return Err(corrupt(
-                &ldir,
-                0,
-                format!("the durable log file of generation {g} ({n} bytes) is missing"),
+        // Every generation from `low` to g must be here (g itself may be
+        // gone if nothing in it was durable). Unknown `low`: only g.
+        let empty_ok = n <= pepoch.empty_log_len();
+        let mut gone: Option<(u64, u64)> = None;
+        let mut report = |(a, b): (u64, u64)| {
+            let which = if a == b {
+                format!("generation {a}")
+            } else {
+                format!("generations {a} to {b}")
+            };
+            problems.push(Problem::missing(
+                ldir.clone(),
+                format!(
+                    "logger {i}'s log file of {which} is gone; the durable state needs \
+                     every generation from {} to {g}",
+                    low.unwrap_or(g)
+                ),
+                Some((i, a)),
             ));
+        };
+        for j in low.unwrap_or(g).min(g)..=g {
+            if gens.contains(&j) || (j == g && empty_ok) {
+                if let Some(r) = gone.take() {
+                    report(r);
+                }
+            } else {
+                gone = Some(gone.map_or((j, j), |(a, _)| (a, j)));
+            }
+        }
+        if let Some(r) = gone {
+            report(r);
         }
     }
-    Ok((logs, stale_max))
+    Ok((logs, stale_max, problems))
+}
+
+/// Where a log file sits: its logger, the logger's durable position
+/// (generation g, length n), its oldest needed generation, and e_p.
+struct Place {
+    logger: usize,
+    durable: (u64, u64),
+    low: Option<u64>,
+    ep: u64,
 }
 
 /// Read and check the header of the block at `at`, which must end by
-/// `limit`. The outer error is I/O; the inner one names the damage.
+/// `limit` and have one of `magics`. The outer error is I/O; the inner one
+/// names the damage.
 fn header_at(
     f: &File,
     at: u64,
     limit: u64,
-    magic: u32,
+    magics: &[u32],
 ) -> io::Result<Result<BlockHeader, &'static str>> {
     if limit - at < BLOCK_HEADER as u64 {
         return Ok(Err("truncated block header"));
     }
     let mut h = [0u8; BLOCK_HEADER];
     f.read_exact_at(&mut h, at)?;
-    let Some(h) = BlockHeader::decode(&h, magic) else {
+    let Some(h) = magics.iter().find_map(|&m| BlockHeader::decode(&h, m)) else {
         return Ok(Err("bad block header (magic or checksum)"));
     };
     if limit - at - (BLOCK_HEADER as u64) < u64::from(h.len) {
@@ -310,27 +498,29 @@ fn block_in(w: &Window, at: u64, magic: u32) -> Option<Result<(BlockHeader, &[u8
 }
 
 /// Scan one log file: its header, then the blocks of its durable prefix
-/// (`durable` is the logger's pepoch position: generation g, length n).
-/// Blocks are read header by header; with `bodies`, every body is read
-/// and checked too.
+/// (`at.durable` is the logger's pepoch position: generation g, length
+/// n). Blocks are read header by header; with `bodies`, every body is read
+/// and checked too. Damage inside the prefix, and a closed v03 file
+/// without its end record, go to `problems`; the scan of the file stops
+/// at the damage.
 fn scan_log_file(
     path: &Path,
-    logger: usize,
-    durable: (u64, u64),
-    ep: u64,
+    at: &Place,
     voids: &[(u64, u64)],
     stale_max: &mut Option<u64>,
     bodies: bool,
+    problems: &mut Vec<Problem>,
 ) -> Result<LogFileInfo, Error> {
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
-    let (g, n) = durable;
+    let (logger, (g, n), ep) = (at.logger, at.durable, at.ep);
     let f = File::open(path).map_err(|e| io("open", e))?;
     let size = f.metadata().map_err(|e| io("stat", e))?.len();
     let mut head = [0u8; LOG_FILE_HEADER];
     let head_len = (size as usize).min(LOG_FILE_HEADER);
     f.read_exact_at(&mut head[..head_len], 0)
         .map_err(|e| io("read", e))?;
-    let is_current = path.file_name().is_some_and(|f| f == CURRENT_LOG);
+    let name = path.file_name().map(|f| f.to_string_lossy().into_owned());
+    let is_current = name.as_deref() == Some(CURRENT_LOG);
     let mut info = LogFileInfo {
         path: path.to_path_buf(),
         logger,
@@ -343,15 +533,37 @@ fn scan_log_file(
         max_epoch: None,
         blocks_beyond_pepoch: 0,
         tail: None,
+        end: None,
+        ends: false,
+        superseded: false,
+        damaged: false,
         index: Vec::new(),
     };
+    let superseded = |gen: u64| at.low.is_some_and(|l| gen < l);
     let Some(fh) = format::decode_log_file_header(&head[..head_len]) else {
         if is_current {
             // A file whose creation did not finish: never referenced.
             info.tail = Some("damaged or unfinished file header (whole file is tail)".into());
             return Ok(info);
         }
-        return Err(corrupt(path, 0, "damaged log file header"));
+        // A closed file: its name says which generation was damaged.
+        let gen = name
+            .as_deref()
+            .and_then(format::parse_old_log_name)
+            .map(|n| n.1);
+        info.generation = gen;
+        if gen.is_some_and(superseded) {
+            info.superseded = true;
+            return Ok(info);
+        }
+        info.damaged = true;
+        problems.push(Problem {
+            path: path.to_path_buf(),
+            offset: Some(0),
+            what: "damaged log file header".into(),
+            log: gen.map(|gen| (logger, gen)),
+        });
+        return Ok(info);
     };
     let (lg, gen) = (fh.logger, fh.generation);
     if lg as usize != logger {
@@ -362,17 +574,34 @@ fn scan_log_file(
         ));
     }
     info.generation = Some(gen);
+    info.ends = fh.ends;
+    if superseded(gen) {
+        info.superseded = true;
+        return Ok(info);
+    }
+    let mut damage = |info: &mut LogFileInfo, offset: Option<u64>, what: String| {
+        info.damaged = true;
+        problems.push(Problem {
+            path: path.to_path_buf(),
+            offset,
+            what,
+            log: Some((logger, gen)),
+        });
+    };
     let prefix = match gen.cmp(&g) {
         std::cmp::Ordering::Less => size,
         std::cmp::Ordering::Equal => {
             if size < n {
-                return Err(corrupt(
-                    path,
-                    size,
-                    format!("durable prefix is {n} bytes but the file has {size}"),
-                ));
+                damage(
+                    &mut info,
+                    None,
+                    format!(
+                        "the file is cut short: it has {size} bytes, but its first {n} \
+                         were made durable (pepoch)"
+                    ),
+                );
             }
-            n
+            n.min(size)
         }
         std::cmp::Ordering::Greater => {
             info.tail = Some(format!(
@@ -381,21 +610,64 @@ fn scan_log_file(
             return Ok(info);
         }
     };
-    let damaged = |at: u64, w: &str| corrupt(path, at, format!("{w} inside the durable prefix"));
     let mut buf = Vec::new();
-    let mut at = fh.first_block();
-    while at < prefix {
-        let h = header_at(&f, at, prefix, BLOCK_MAGIC_LOG)
+    let mut pos = fh.first_block();
+    while pos < prefix {
+        let h = match header_at(&f, pos, prefix, &[BLOCK_MAGIC_LOG, BLOCK_MAGIC_END])
             .map_err(|e| io("read", e))?
-            .map_err(|w| damaged(at, w))?;
+        {
+            Ok(h) => h,
+            Err(w) => {
+                if !info.damaged {
+                    let what = if prefix == size && w.starts_with("truncated") {
+                        format!(
+                            "the file is cut short at byte {size}, inside the block at \
+                             {pos} ({w})"
+                        )
+                    } else {
+                        format!("{w} inside the durable prefix")
+                    };
+                    let cut = prefix == size && w.starts_with("truncated");
+                    damage(&mut info, (!cut).then_some(pos), what);
+                }
+                break;
+            }
+        };
+        let end_of_block = pos + (BLOCK_HEADER as u64) + u64::from(h.len);
+        if h.magic == BLOCK_MAGIC_END {
+            let body = body_at(&f, pos, &h, &mut buf).map_err(|e| io("read", e))?;
+            let end = body.ok().and_then(|b| LogEnd::decode(&h, b));
+            match end {
+                Some(e) if e.generation == gen && u64::from(e.blocks) == info.blocks => {
+                    info.end = Some(e);
+                    if fh.next_block(end_of_block) < prefix {
+                        damage(
+                            &mut info,
+                            Some(fh.next_block(end_of_block)),
+                            "bytes after the end record".into(),
+                        );
+                    }
+                }
+                _ => damage(
+                    &mut info,
+                    Some(pos),
+                    "an end record that does not match its file".into(),
+                ),
+            }
+            break;
+        }
         if bodies {
-            let body = body_at(&f, at, &h, &mut buf)
+            let checked = body_at(&f, pos, &h, &mut buf)
                 .map_err(|e| io("read", e))?
-                .map_err(|w| damaged(at, w))?;
-            let txns =
-                format::decode_log_payload(body, |_, _| {}).map_err(|w| corrupt(path, at, w))?;
-            if txns != h.count {
-                return Err(corrupt(path, at, "block transaction count mismatch"));
+                .and_then(|body| format::decode_log_payload(body, |_, _| {}));
+            let bad = match checked {
+                Ok(txns) if txns == h.count => None,
+                Ok(_) => Some("block transaction count mismatch".to_string()),
+                Err(w) => Some(format!("{w} inside the durable prefix")),
+            };
+            if let Some(what) = bad {
+                damage(&mut info, Some(pos), what);
+                break;
             }
         }
         info.blocks += 1;
@@ -406,9 +678,21 @@ fn scan_log_file(
             info.blocks_beyond_pepoch += 1;
             *stale_max = Some(stale_max.map_or(h.epoch, |m: u64| m.max(h.epoch)));
         }
-        info.index.push((at, h));
-        // v02: zeros pad each block to the file's alignment.
-        at = fh.next_block(at + (BLOCK_HEADER as u64) + u64::from(h.len));
+        info.index.push((pos, h));
+        // v02, v03: zeros pad each block to the file's alignment.
+        pos = fh.next_block(end_of_block);
+    }
+    // A closed v03 file ends with its end record; without it, it was cut
+    // short at a block boundary (or before its first block).
+    if fh.ends && gen < g && info.end.is_none() && !info.damaged {
+        damage(
+            &mut info,
+            None,
+            format!(
+                "the closed log file is cut short: it ends at byte {size} without its \
+                 end record"
+            ),
+        );
     }
     info.durable_len = prefix;
     if size > prefix {
@@ -433,6 +717,8 @@ pub struct RecoveryStats {
     pub threads: usize,
     /// Tables a replayed log record deleted from (swept of tombstones).
     pub tables_with_deletes: Vec<u32>,
+    /// [`RecoveryMode::Salvage`] found damage: what it kept and lost.
+    pub salvage: Option<SalvageReport>,
 }
 
 impl DirInfo {
@@ -448,7 +734,7 @@ impl DirInfo {
     /// `DirInfo` from [`scan_meta`] does not hold yet).
     fn replay_blocks_of(&self, logs: &[LogFileInfo]) -> Vec<(usize, u64, BlockHeader)> {
         let low = self.checkpoint().map_or(0, |(_, m)| m.low);
-        let ep = self.pepoch.epoch;
+        let ep = self.replay_to;
         let mut v: Vec<(usize, u64, BlockHeader)> = logs
             .iter()
             .enumerate()
@@ -502,13 +788,18 @@ const LOG_LOOKAHEAD: usize = 4;
 /// more thread while the checkpoint loads (the scan waits on the disk for
 /// one block header after another, and needs nothing the load makes),
 /// and filled in before the logs are replayed. A damaged log is reported
-/// before a damaged checkpoint, as when the scan came first.
+/// before a damaged checkpoint, as when the scan came first. Nothing on
+/// disk changes here: a problem fails a strict recovery before [`tidy`].
+/// A salvage reads every block body in the scan, and replays only through
+/// the epoch [`DirInfo::plan_salvage`] finds.
 pub(crate) fn replay(
     db: &Database,
     info: &mut DirInfo,
     threads: usize,
     direct: bool,
+    mode: RecoveryMode,
 ) -> Result<RecoveryStats, Error> {
+    let salvage = mode == RecoveryMode::Salvage;
     let threads = threads.max(1);
     let mut stats = RecoveryStats {
         pepoch: info.pepoch.epoch,
@@ -525,12 +816,12 @@ pub(crate) fn replay(
     let (scanned, loaded) = std::thread::scope(|s| {
         let meta = &*info;
         let scan = s.spawn(move || {
-            let (logs, stale_max) = scan_logs(meta, false)?;
+            let scanned = scan_logs(meta, salvage)?;
             // Have the first blocks replay takes on their way by then.
-            for &b in meta.replay_blocks_of(&logs).iter().take(LOG_LOOKAHEAD) {
-                advise_block(&[], &logs, b);
+            for &b in meta.replay_blocks_of(&scanned.0).iter().take(LOG_LOOKAHEAD) {
+                advise_block(&[], &scanned.0, b);
             }
-            Ok::<_, Error>((logs, stale_max))
+            Ok::<_, Error>(scanned)
         });
         let loaded = if log_first {
             Ok(None)
@@ -542,7 +833,14 @@ pub(crate) fn replay(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (scanned, loaded)
     });
-    (info.logs, info.stale_max) = scanned?;
+    let problems;
+    (info.logs, info.stale_max, problems) = scanned?;
+    info.problems.extend(problems);
+    if salvage {
+        info.plan_salvage()?;
+    } else if let Some(p) = info.problems.first() {
+        return Err(p.to_error());
+    }
     let mut loaded = loaded?;
     stats.checkpoint_seconds = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
@@ -586,7 +884,103 @@ pub(crate) fn replay(
         stats.checkpoint_bytes = bytes;
         stats.checkpoint_records = records;
     }
+    stats.salvage = info.salvage.clone();
     Ok(stats)
+}
+
+impl DirInfo {
+    /// For a salvage: the last epoch every logger still holds completely,
+    /// e_s, which becomes [`DirInfo::replay_to`]; and the report. Nothing
+    /// to do without problems.
+    ///
+    /// Logger k holds every epoch completely if every generation from its
+    /// `low` to g is here and undamaged. If generation j is gone or
+    /// damaged, it holds them through the `d` of generation j − 1's end
+    /// record (everything of epoch ≤ d from its workers is in generations
+    /// ≤ j − 1), and, if j is its first needed generation or j − 1 has no
+    /// end record, through nothing after the checkpoint's e_l. e_s is the
+    /// least over loggers, and at most e_p, so no logger is recovered
+    /// further than another.
+    ///
+    /// # Errors
+    /// [`Error::Missing`] if a problem is not a log file's (the checkpoint
+    /// or the voids file is gone), or e_s falls before the checkpoint's
+    /// e_h: the checkpoint is fuzzy, and only the log through e_h makes it
+    /// a consistent state.
+    pub fn plan_salvage(&mut self) -> Result<(), Error> {
+        let Some(first) = self.problems.first() else {
+            return Ok(());
+        };
+        if let Some(p) = self.problems.iter().find(|p| p.log.is_none()) {
+            return Err(Error::Missing {
+                path: p.path.clone(),
+                what: format!("{}; salvage cannot recover without it", p.what),
+            });
+        }
+        let ep = self.pepoch.epoch;
+        let ck = self.checkpoint().map(|(_, m)| (m.low, m.high));
+        // Nothing after the checkpoint's e_l (or at all, without one).
+        let floor = ck.map_or(0, |(low, _)| low.saturating_sub(1));
+        let mut es = ep;
+        let mut cause = first.clone();
+        let empty = self.pepoch.empty_log_len();
+        for (k, &(g, n)) in self.pepoch.positions.iter().enumerate() {
+            let by_gen: std::collections::HashMap<u64, &LogFileInfo> = self
+                .logs
+                .iter()
+                .filter(|f| f.logger == k && !f.superseded)
+                .filter_map(|f| f.generation.map(|gen| (gen, f)))
+                .collect();
+            let start = self
+                .pepoch
+                .low(k)
+                .or_else(|| by_gen.keys().copied().filter(|&j| j <= g).min())
+                .unwrap_or(g)
+                .min(g);
+            let mut held: Option<u64> = None;
+            for j in start..=g {
+                let intact = match by_gen.get(&j) {
+                    None => j == g && n <= empty,
+                    Some(f) => !f.damaged,
+                };
+                if !intact {
+                    let c = held.unwrap_or(floor).min(ep);
+                    if c < es {
+                        es = c;
+                        cause = self
+                            .problems
+                            .iter()
+                            .find(|p| p.log == Some((k, j)))
+                            .unwrap_or(first)
+                            .clone();
+                    }
+                    break;
+                }
+                held = by_gen.get(&j).and_then(|f| f.end).map(|e| e.durable_epoch);
+            }
+        }
+        if let Some((low, high)) = ck {
+            if es < high {
+                return Err(Error::Missing {
+                    path: cause.path.clone(),
+                    what: format!(
+                        "salvage finds no consistent state: the checkpoint of epoch {low} \
+                         needs every logger's log through epoch {high}, but what survives \
+                         is complete only through epoch {es} ({})",
+                        cause.what
+                    ),
+                });
+            }
+        }
+        self.replay_to = es;
+        self.salvage = Some(SalvageReport {
+            epoch: es,
+            pepoch: ep,
+            lost: (es < ep).then_some((es + 1, ep)),
+            problems: self.problems.clone(),
+        });
+        Ok(())
+    }
 }
 
 /// Load the checkpoint `info` names, if any, with `threads` threads;
@@ -775,7 +1169,7 @@ fn load_part(
             let (h, body) = match found {
                 Some(checked) => checked.map_err(|m| corrupt(path, at, m))?,
                 None => {
-                    let h = header_at(&f, at, size, BLOCK_MAGIC_CKPT)
+                    let h = header_at(&f, at, size, &[BLOCK_MAGIC_CKPT])
                         .map_err(|e| io("read", e))?
                         .map_err(|m| corrupt(path, at, m))?;
                     let body = body_at(&f, at, &h, buf)
@@ -936,32 +1330,62 @@ fn replay_block(
     Ok((BLOCK_HEADER as u64 + u64::from(h.len), applied))
 }
 
-/// After replay: drop the tail and void the stale epochs, so new epochs
-/// (which start after everything found) can never be confused with
-/// leftovers. Every step is idempotent: a crash in the middle is
-/// recovered the same way again. Returns each logger's next generation
-/// and the first epoch new transactions may use.
-pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
+/// What [`tidy`] leaves for the loggers: each one's next generation, the
+/// first epoch new transactions may use, and the [`Ledger`] the first
+/// pepoch write records.
+pub(crate) struct Tidied {
+    pub generations: Vec<u64>,
+    pub first_epoch: u64,
+    pub ledger: Ledger,
+}
+
+/// After replay: drop the tail, close the files the durable state ends in,
+/// and void the stale epochs, so new epochs (which start after everything
+/// found) can never be confused with leftovers. Every step is idempotent:
+/// a crash in the middle is recovered the same way again.
+///
+/// Each logger's next generation is g (its durable generation) if the
+/// generation-g file is gone or holds no block, and the new file takes its
+/// place; otherwise g + 1. Newer files are tail, deleted first. So the
+/// generations from `low` on stay contiguous.
+pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let ep = info.pepoch.epoch;
-    let mut next: Vec<u64> = info.pepoch.positions.iter().map(|&(g, _)| g + 1).collect();
+    let mut next: Vec<u64> = info.pepoch.positions.iter().map(|&(g, _)| g).collect();
     let mut first_epoch = ep + 1;
     if let Some((_, m)) = info.checkpoint() {
         first_epoch = first_epoch.max(m.high + 1);
     }
     for f in &info.logs {
         let (g, _) = info.pepoch.positions[f.logger];
-        next[f.logger] = next[f.logger].max(f.generation.unwrap_or(0) + 1).max(g + 1);
         if let Some(m) = f.max_epoch {
             first_epoch = first_epoch.max(m + 1);
         }
         let dir = f.path.parent().expect("log file has a directory");
-        if f.generation.is_none_or(|x| x > g) {
+        let current = f.path.file_name().is_some_and(|n| n == CURRENT_LOG);
+        let Some(gen) = f.generation.filter(|&x| x <= g) else {
             fp("recover-remove").map_err(|e| io("remove", &f.path, e))?;
             fs::remove_file(&f.path).map_err(|e| io("remove", &f.path, e))?;
             sync_dir(dir).map_err(|e| io("sync", dir, e))?;
             continue;
+        };
+        let keep = |to: &mut u64| *to = (*to).max(gen + 1);
+        if f.superseded || f.damaged {
+            // Left as found (a salvage's checkpoint deletes them), but out
+            // of the new logger file's way.
+            keep(&mut next[f.logger]);
+            if current {
+                let to = dir.join(format::old_log_name(f.max_epoch.unwrap_or(0), gen));
+                retire(&f.path, &to)?;
+            }
+            continue;
         }
+        if gen == g && current && f.blocks == 0 {
+            // Nothing durable in it: the new file of generation g replaces
+            // it (the logger truncates it).
+            continue;
+        }
+        keep(&mut next[f.logger]);
         if f.bytes > f.durable_len {
             fp("recover-truncate").map_err(|e| io("truncate", &f.path, e))?;
             let file = fs::OpenOptions::new()
@@ -972,21 +1396,44 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
                 .and_then(|()| file.sync_all())
                 .map_err(|e| io("truncate", &f.path, e))?;
         }
-        if f.path.file_name().is_some_and(|n| n == CURRENT_LOG) {
+        if f.ends && f.end.is_none() {
+            // The durable state ends in this file (generation g; an older
+            // one would be damaged): close it. Everything of epoch ≤ e_p
+            // from this logger is in it or older files (the pepoch says
+            // so).
+            let end = LogEnd {
+                durable_epoch: ep,
+                logger: f.logger as u32,
+                blocks: f.blocks as u32,
+                generation: gen,
+                min_epoch: f.min_epoch.unwrap_or(0),
+                max_epoch: f.max_epoch.unwrap_or(0),
+            };
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .open(&f.path)
+                .map_err(|e| io("open", &f.path, e))?;
+            fp("recover-end").map_err(|e| io("close", &f.path, e))?;
+            super::log::write_end(&file, f.durable_len, &end)
+                .map_err(|e| io("close", &f.path, e))?;
+        }
+        if current {
             // The new logger file takes this name: retire this one.
-            let gen = f.generation.expect("not a tail file");
-            fp("recover-rename").map_err(|e| io("rename", &f.path, e))?;
-            match f.max_epoch {
-                Some(m) => fs::rename(&f.path, dir.join(format::old_log_name(m, gen)))
-                    .map_err(|e| io("rename", &f.path, e))?,
-                None => fs::remove_file(&f.path).map_err(|e| io("remove", &f.path, e))?,
-            }
-            sync_dir(dir).map_err(|e| io("sync", dir, e))?;
+            let to = dir.join(format::old_log_name(f.max_epoch.unwrap_or(0), gen));
+            retire(&f.path, &to)?;
         }
     }
-    // Blocks of epochs after e_p may sit in the durable prefixes (written,
-    // but their epoch never completed on every logger): void those epochs
-    // for good before any new epoch is used.
+    // Blocks of epochs after the replayed ones may sit in the durable
+    // prefixes (written, but their epoch never completed on every logger;
+    // or, in a salvage, lost on another logger): void those epochs for
+    // good before any new epoch is used.
+    let void_to = if info.salvage.is_some() {
+        let seen = info.logs.iter().filter_map(|f| f.max_epoch).max();
+        Some(seen.unwrap_or(0).max(ep))
+    } else {
+        info.stale_max
+    }
+    .filter(|&hi| hi > info.replay_to);
     // Cut unfinished appends off the catalog and voids files, so the next
     // append follows a whole entry.
     cut(&info.dir.join(format::CATALOG_FILE), info.catalog_len)?;
@@ -994,7 +1441,8 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
         &info.dir.join(format::VOIDS_FILE),
         20 * info.voids.len() as u64,
     )?;
-    if let Some(hi) = info.stale_max {
+    let mut voids = info.voids.len();
+    if let Some(hi) = void_to {
         let path = info.dir.join(format::VOIDS_FILE);
         let mut f = fs::OpenOptions::new()
             .create(true)
@@ -1003,11 +1451,12 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
             .map_err(|e| io("open", &path, e))?;
         use std::io::Write;
         fp("voids-write").map_err(|e| io("write", &path, e))?;
-        f.write_all(&format::encode_void(ep + 1, hi))
+        f.write_all(&format::encode_void(info.replay_to + 1, hi))
             .and_then(|()| fp("voids-fsync"))
             .and_then(|()| f.sync_data())
             .map_err(|e| io("write", &path, e))?;
         sync_dir(&info.dir).map_err(|e| io("sync", &info.dir, e))?;
+        voids += 1;
     }
     // Interrupted checkpoints, and complete ones older than the one used
     // (a crash while the newer one was deleting them).
@@ -1039,7 +1488,28 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<(Vec<u64>, u64), Error> {
             .map_err(|e| io("remove", &path, e))?;
         }
     }
-    Ok((next, first_epoch))
+    let n = info.pepoch.positions.len();
+    let ledger = Ledger {
+        checkpoint: info.checkpoint().map_or(0, |(_, m)| m.low),
+        lows: (0..n)
+            .map(|k| info.pepoch.low(k).unwrap_or(format::LOW_UNKNOWN))
+            .collect(),
+        voids: u32::try_from(voids).unwrap_or(u32::MAX),
+    };
+    Ok(Tidied {
+        generations: next,
+        first_epoch,
+        ledger,
+    })
+}
+
+/// Rename log file `from` to `to`, durably.
+fn retire(from: &Path, to: &Path) -> Result<(), Error> {
+    let io = |what: &str, e: std::io::Error| Error::storage(what, from, e);
+    fp("recover-rename").map_err(|e| io("rename", e))?;
+    fs::rename(from, to).map_err(|e| io("rename", e))?;
+    let dir = from.parent().expect("log file has a directory");
+    sync_dir(dir).map_err(|e| io("sync", e))
 }
 
 /// Truncate `path` to `len` if it is longer (and exists).
