@@ -383,10 +383,9 @@ fn init_dir(dir: &Path, loggers: usize) -> Result<(), Error> {
                         && std::fs::read_dir(e.path()).is_ok_and(|mut r| r.next().is_some()))
             });
     if has_data {
-        return Err(Error::Corrupt {
+        return Err(Error::Missing {
             path: dir.join(format::PEPOCH_FILE),
-            offset: 0,
-            what: "pepoch is missing but the directory holds logs, checkpoints or tables".into(),
+            what: "pepoch is gone but the directory holds logs, checkpoints or tables".into(),
         });
     }
     for i in 0..loggers {

@@ -1115,7 +1115,13 @@ fn load_part(
     } = scratch;
     let io = |what: &str, e: io::Error| Error::storage(what, path, e);
     fp("recover-read").map_err(|e| io("read", e))?;
-    let f = File::open(path).map_err(|e| io("open", e))?;
+    let f = File::open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Error::Missing {
+            path: path.to_path_buf(),
+            what: "a part file of the checkpoint recovery uses is gone".into(),
+        },
+        _ => io("open", e),
+    })?;
     let size = f.metadata().map_err(|e| io("stat", e))?.len();
     if size != expect.0 {
         return Err(corrupt(
