@@ -102,8 +102,8 @@ fn make_bank(dir: &Path, seed: u64) -> BTreeMap<u64, u64> {
                         let (a, b) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
                         let amount = rng.below(50);
                         w.run(|tx| {
-                            let va = common::dec(&tx.get(acc, &common::enc(a))?.unwrap());
-                            let vb = common::dec(&tx.get(acc, &common::enc(b))?.unwrap());
+                            let va = common::dec(tx.get(acc, &common::enc(a))?.unwrap());
+                            let vb = common::dec(tx.get(acc, &common::enc(b))?.unwrap());
                             if a != b && va >= amount {
                                 tx.put(acc, &common::enc(a), &common::enc(va - amount))?;
                                 tx.put(acc, &common::enc(b), &common::enc(vb + amount))?;
