@@ -26,7 +26,7 @@ use super::abuf::{open_aligned, seal_block, AlignedBuf};
 use super::format::{self, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use super::log::Ledger;
 use super::remove_paced;
-use super::{fp, sync_dir};
+use super::{crashsim, fp, sync_dir};
 use crate::db::{Database, Options, Shared, TableId};
 use crate::error::Error;
 use crate::record::Record;
@@ -169,9 +169,11 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
     let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
     if dir.exists() {
         fs::remove_dir_all(&dir).map_err(|e| io("remove", &dir, e))?;
+        crashsim::removed_all(&dir);
     }
     fp("ckpt-mkdir").map_err(|e| io("create", &dir, e))?;
     fs::create_dir(&dir).map_err(|e| io("create", &dir, e))?;
+    crashsim::made_dir(&dir);
     sync_dir(&d.dir).map_err(|e| io("sync", &d.dir, e))?;
 
     let tables = db.tables();
@@ -205,7 +207,9 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
         match r {
             Ok(f) => files.extend(f),
             Err(e) => {
-                let _ = fs::remove_dir_all(&dir);
+                if fs::remove_dir_all(&dir).is_ok() {
+                    crashsim::removed_all(&dir);
+                }
                 return Err(e);
             }
         }
@@ -224,11 +228,17 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
     let write = || -> io::Result<()> {
         fp("manifest-write")?;
         let mut f = File::create(&tmp)?;
-        f.write_all(&manifest.encode())?;
+        crashsim::created(&tmp, true);
+        let bytes = manifest.encode();
+        f.write_all(&bytes)?;
+        crashsim::wrote(&tmp, 0, &bytes);
         fp("manifest-fsync")?;
         f.sync_all()?;
+        crashsim::synced(&tmp);
         fp("manifest-rename")?;
-        fs::rename(&tmp, dir.join(format::MANIFEST_FILE))?;
+        let to = dir.join(format::MANIFEST_FILE);
+        fs::rename(&tmp, &to)?;
+        crashsim::renamed(&tmp, &to);
         sync_dir(&dir)
     };
     write().map_err(|e| io("write the checkpoint manifest", &dir, e))?;
@@ -433,8 +443,10 @@ fn write_slice(
         let mut o = OpenOptions::new();
         o.create_new(true).write(true);
         let f = open_aligned(&o, p, d.direct_io).map_err(|e| io("create", p, e))?;
+        crashsim::created(p, false);
         out.push(PartFile {
             f,
+            path: p.clone(),
             bytes: 0,
             unsynced: 0,
             blocks: 0,
@@ -506,12 +518,14 @@ fn write_slice(
     for (f, p) in out.iter_mut().zip(&paths) {
         fp("ckpt-fsync").map_err(|e| io("sync", p, e))?;
         f.f.sync_all().map_err(|e| io("sync", p, e))?;
+        crashsim::synced(p);
     }
     Ok(out.iter().map(|f| (f.bytes, f.blocks, f.records)).collect())
 }
 
 struct PartFile {
     f: File,
+    path: PathBuf,
     bytes: u64,
     unsynced: u64,
     blocks: u64,
@@ -525,6 +539,7 @@ impl PartFile {
         seal_block(block, BLOCK_MAGIC_CKPT, 0, source, count);
         fp("ckpt-write")?;
         self.f.write_all(block.as_slice())?;
+        crashsim::wrote(&self.path, self.bytes, block.as_slice());
         let n = block.len() as u64;
         block.resize_zeroed(BLOCK_HEADER);
         self.bytes += n;
@@ -534,6 +549,7 @@ impl PartFile {
         if self.unsynced >= SYNC_EVERY {
             fp("ckpt-fsync")?;
             self.f.sync_data()?;
+            crashsim::synced(&self.path);
             self.unsynced = 0;
         }
         Ok(())

@@ -41,7 +41,7 @@ use super::abuf::{open_aligned, seal_block, AlignedBuf};
 use super::format::{
     self, LogEnd, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
 };
-use super::{fp, sync_dir, Durable};
+use super::{crashsim, fp, sync_dir, Durable};
 use crate::epoch::Epochs;
 
 /// Epochs per log file before it is renamed (SiloR §3.5).
@@ -241,6 +241,8 @@ impl Durable {
 /// A logger's open file.
 pub(crate) struct LogFile {
     dir: PathBuf,
+    /// `dir/data.log`.
+    path: PathBuf,
     file: File,
     generation: u64,
     len: u64,
@@ -257,15 +259,20 @@ impl LogFile {
         fp("log-create")?;
         let mut o = OpenOptions::new();
         o.create(true).write(true).truncate(true);
-        let mut file = open_aligned(&o, &dir.join(CURRENT_LOG), direct)?;
+        let path = dir.join(CURRENT_LOG);
+        let mut file = open_aligned(&o, &path, direct)?;
+        crashsim::created(&path, true);
         let mut head = AlignedBuf::with_capacity(IO_ALIGN);
         head.extend_from_slice(&format::encode_log_file_header(logger, g));
         head.resize_zeroed(IO_ALIGN);
         file.write_all(head.as_slice())?;
+        crashsim::wrote(&path, 0, head.as_slice());
         file.sync_data()?;
+        crashsim::synced(&path);
         sync_dir(dir)?;
         Ok(LogFile {
             dir: dir.to_path_buf(),
+            path,
             file,
             generation: g,
             len: IO_ALIGN as u64,
@@ -286,23 +293,27 @@ impl LogFile {
             min_epoch: if self.blocks == 0 { 0 } else { self.min_epoch },
             max_epoch: self.max_epoch,
         };
-        self.len = write_end(&self.file, self.len, &end)?;
+        self.len = write_end(&self.file, &self.path, self.len, &end)?;
         Ok(())
     }
 
     /// Rename `data.log` to its finished name (it is closed and synced).
     fn retire(&self) -> io::Result<()> {
         fp("log-rename")?;
-        let to = format::old_log_name(self.max_epoch, self.generation);
-        std::fs::rename(self.dir.join(CURRENT_LOG), self.dir.join(to))?;
+        let to = self
+            .dir
+            .join(format::old_log_name(self.max_epoch, self.generation));
+        std::fs::rename(&self.path, &to)?;
+        crashsim::renamed(&self.path, &to);
         sync_dir(&self.dir)
     }
 }
 
 /// Write end record `end` at `at` (an [`IO_ALIGN`] multiple, the end of
-/// the file's blocks), padded as a block, and sync the file. Returns the
-/// file's new length. The file may be open with `O_DIRECT`.
-pub(crate) fn write_end(file: &File, at: u64, end: &LogEnd) -> io::Result<u64> {
+/// the file's blocks) of `file` (at `path`), padded as a block, and sync
+/// the file. Returns the file's new length. The file may be open with
+/// `O_DIRECT`.
+pub(crate) fn write_end(file: &File, path: &Path, at: u64, end: &LogEnd) -> io::Result<u64> {
     use std::os::unix::fs::FileExt;
     let mut b = AlignedBuf::with_capacity(IO_ALIGN);
     b.resize_zeroed(BLOCK_HEADER);
@@ -316,8 +327,10 @@ pub(crate) fn write_end(file: &File, at: u64, end: &LogEnd) -> io::Result<u64> {
     );
     fp("log-end-write")?;
     file.write_all_at(b.as_slice(), at)?;
+    crashsim::wrote(path, at, b.as_slice());
     fp("log-end-fsync")?;
     file.sync_data()?;
+    crashsim::synced(path);
     Ok(at + b.len() as u64)
 }
 
@@ -425,6 +438,7 @@ impl Logger {
             for b in &self.batch {
                 fp("log-write")?;
                 self.file.file.write_all(b.data.as_slice())?;
+                crashsim::wrote(&self.file.path, self.file.len, b.data.as_slice());
                 self.file.len += b.data.len() as u64;
                 self.file.min_epoch = self.file.min_epoch.min(b.epoch);
                 self.file.max_epoch = self.file.max_epoch.max(b.epoch);
@@ -457,6 +471,7 @@ impl Logger {
         if self.unsynced {
             fp("log-fsync")?;
             self.file.file.sync_data()?;
+            crashsim::synced(&self.file.path);
             d.counters.syncs.fetch_add(1, Ordering::Relaxed);
             self.unsynced = false;
         }
@@ -533,6 +548,7 @@ impl Ledger {
 /// Writes the two-slot `pepoch` file.
 pub(crate) struct PepochWriter {
     file: File,
+    path: PathBuf,
     seq: u64,
     last: Vec<Position>,
     last_ledger: Option<Ledger>,
@@ -543,6 +559,7 @@ impl PepochWriter {
         let file = OpenOptions::new().write(true).open(path)?;
         Ok(PepochWriter {
             file,
+            path: path.to_path_buf(),
             seq,
             last: Vec::new(),
             last_ledger: None,
@@ -575,9 +592,12 @@ impl PepochWriter {
         };
         let at = (self.seq % 2) * format::PEPOCH_SLOT as u64;
         fp("pepoch-write")?;
-        self.file.write_all_at(&rec.encode(), at)?;
+        let bytes = rec.encode();
+        self.file.write_all_at(&bytes, at)?;
+        crashsim::wrote(&self.path, at, &bytes);
         fp("pepoch-fsync")?;
         self.file.sync_data()?;
+        crashsim::synced(&self.path);
         self.last = positions.to_vec();
         self.last_ledger = Some(ledger.clone());
         Ok(())

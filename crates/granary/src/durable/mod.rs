@@ -17,6 +17,7 @@
 mod abuf;
 mod ahead;
 pub mod checkpoint;
+pub mod crashsim;
 pub mod format;
 pub(crate) mod log;
 pub mod recover;
@@ -49,7 +50,9 @@ pub(crate) fn fp(name: &str) -> io::Result<()> {
 /// fsync a directory, so entries created or renamed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     fp("dir-fsync")?;
-    File::open(dir)?.sync_all()
+    File::open(dir)?.sync_all()?;
+    crashsim::synced_dir(dir);
+    Ok(())
 }
 
 /// What a file or directory being deleted is renamed to first (its name
@@ -83,6 +86,7 @@ pub(crate) fn remove_paced(
     let doomed = PathBuf::from(doomed);
     fp("cleanup-rename")?;
     std::fs::rename(path, &doomed)?;
+    crashsim::renamed(path, &doomed);
     sync_dir(parent)?;
     let shrink = |p: &Path| -> io::Result<()> {
         let f = OpenOptions::new().write(true).open(p)?;
@@ -90,16 +94,21 @@ pub(crate) fn remove_paced(
         while len > FREE_STEP && !hurry() {
             len -= FREE_STEP;
             f.set_len(len)?;
+            crashsim::set_len(p, len);
             std::thread::sleep(pause);
         }
         drop(f);
-        std::fs::remove_file(p)
+        std::fs::remove_file(p)?;
+        crashsim::removed(p);
+        Ok(())
     };
     if doomed.is_dir() {
         for ent in std::fs::read_dir(&doomed)? {
             shrink(&ent?.path())?;
         }
-        std::fs::remove_dir(&doomed)
+        std::fs::remove_dir(&doomed)?;
+        crashsim::removed_all(&doomed);
+        Ok(())
     } else {
         shrink(&doomed)
     }
@@ -288,10 +297,15 @@ impl Durable {
     pub fn add_table(&self, id: u32, name: &str) -> Result<(), Error> {
         self.check()?;
         let mut c = self.catalog.lock();
+        let path = self.dir.join(format::CATALOG_FILE);
+        let entry = format::encode_catalog_entry(id, name);
+        let at = crashsim::append_at(&c);
         let r = fp("catalog-write")
-            .and_then(|()| c.write_all(&format::encode_catalog_entry(id, name)))
+            .and_then(|()| c.write_all(&entry))
+            .map(|()| crashsim::wrote(&path, at, &entry))
             .and_then(|()| fp("catalog-fsync"))
-            .and_then(|()| c.sync_data());
+            .and_then(|()| c.sync_data())
+            .map(|()| crashsim::synced(&path));
         r.map_err(|e| {
             let err = Error::storage("append to the table catalog", &self.dir, e);
             self.poison(err.to_string());
@@ -391,18 +405,27 @@ fn init_dir(dir: &Path, loggers: usize) -> Result<(), Error> {
     for i in 0..loggers {
         let l = format::logger_dir(dir, i);
         std::fs::create_dir_all(&l).map_err(|e| io("create", &l, e))?;
+        crashsim::made_dir(&l);
     }
     File::create(&cat)
+        .inspect(|_| crashsim::created(&cat, true))
         .and_then(|f| f.sync_all())
         .map_err(|e| io("create", &cat, e))?;
+    crashsim::synced(&cat);
     let pe = Pepoch0 { loggers };
     let tmp = dir.join("pepoch.tmp");
     let write = || -> io::Result<()> {
         fp("init-write")?;
         let mut f = File::create(&tmp)?;
-        f.write_all(&pe.bytes())?;
+        crashsim::created(&tmp, true);
+        let bytes = pe.bytes();
+        f.write_all(&bytes)?;
+        crashsim::wrote(&tmp, 0, &bytes);
         f.sync_all()?;
-        std::fs::rename(&tmp, dir.join(format::PEPOCH_FILE))?;
+        crashsim::synced(&tmp);
+        let to = dir.join(format::PEPOCH_FILE);
+        std::fs::rename(&tmp, &to)?;
+        crashsim::renamed(&tmp, &to);
         sync_dir(dir)
     };
     write().map_err(|e| io("initialize", dir, e))

@@ -49,7 +49,7 @@ use super::format::{
     BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
 };
 use super::log::Ledger;
-use super::{fp, sync_dir, DELETING_SUFFIX};
+use super::{crashsim, fp, sync_dir, DELETING_SUFFIX};
 use crate::db::{Database, RecoveryMode, Shared, TableId};
 use crate::error::Error;
 use crate::record::Slabs;
@@ -1372,6 +1372,7 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
         let Some(gen) = f.generation.filter(|&x| x <= g) else {
             fp("recover-remove").map_err(|e| io("remove", &f.path, e))?;
             fs::remove_file(&f.path).map_err(|e| io("remove", &f.path, e))?;
+            crashsim::removed(&f.path);
             sync_dir(dir).map_err(|e| io("sync", dir, e))?;
             continue;
         };
@@ -1399,8 +1400,10 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
                 .open(&f.path)
                 .map_err(|e| io("open", &f.path, e))?;
             file.set_len(f.durable_len)
+                .map(|()| crashsim::set_len(&f.path, f.durable_len))
                 .and_then(|()| file.sync_all())
                 .map_err(|e| io("truncate", &f.path, e))?;
+            crashsim::synced(&f.path);
         }
         if f.ends && f.end.is_none() {
             // The durable state ends in this file (generation g; an older
@@ -1420,7 +1423,7 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
                 .open(&f.path)
                 .map_err(|e| io("open", &f.path, e))?;
             fp("recover-end").map_err(|e| io("close", &f.path, e))?;
-            super::log::write_end(&file, f.durable_len, &end)
+            super::log::write_end(&file, &f.path, f.durable_len, &end)
                 .map_err(|e| io("close", &f.path, e))?;
         }
         if current {
@@ -1455,12 +1458,17 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
             .append(true)
             .open(&path)
             .map_err(|e| io("open", &path, e))?;
+        crashsim::created(&path, false);
         use std::io::Write;
         fp("voids-write").map_err(|e| io("write", &path, e))?;
-        f.write_all(&format::encode_void(info.replay_to + 1, hi))
+        let entry = format::encode_void(info.replay_to + 1, hi);
+        let at = crashsim::append_at(&f);
+        f.write_all(&entry)
+            .map(|()| crashsim::wrote(&path, at, &entry))
             .and_then(|()| fp("voids-fsync"))
             .and_then(|()| f.sync_data())
             .map_err(|e| io("write", &path, e))?;
+        crashsim::synced(&path);
         sync_dir(&info.dir).map_err(|e| io("sync", &info.dir, e))?;
         voids += 1;
     }
@@ -1471,6 +1479,7 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
         if Some(&c.path) != keep.as_ref() {
             fs::remove_dir_all(&c.path)
                 .map_err(|e| io("remove an old or interrupted checkpoint", &c.path, e))?;
+            crashsim::removed_all(&c.path);
         }
     }
     // Deletions a crash interrupted (`remove_paced`): nothing reads them.
@@ -1487,9 +1496,9 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
             }
             fp("recover-remove").map_err(|e| io("remove", &path, e))?;
             if path.is_dir() {
-                fs::remove_dir_all(&path)
+                fs::remove_dir_all(&path).map(|()| crashsim::removed_all(&path))
             } else {
-                fs::remove_file(&path)
+                fs::remove_file(&path).map(|()| crashsim::removed(&path))
             }
             .map_err(|e| io("remove", &path, e))?;
         }
@@ -1514,6 +1523,7 @@ fn retire(from: &Path, to: &Path) -> Result<(), Error> {
     let io = |what: &str, e: std::io::Error| Error::storage(what, from, e);
     fp("recover-rename").map_err(|e| io("rename", e))?;
     fs::rename(from, to).map_err(|e| io("rename", e))?;
+    crashsim::renamed(from, to);
     let dir = from.parent().expect("log file has a directory");
     sync_dir(dir).map_err(|e| io("sync", e))
 }
@@ -1529,7 +1539,9 @@ fn cut(path: &Path, len: u64) -> Result<(), Error> {
                 .open(path)
                 .map_err(|e| io("open", e))?;
             f.set_len(len)
+                .map(|()| crashsim::set_len(path, len))
                 .and_then(|()| f.sync_all())
+                .map(|()| crashsim::synced(path))
                 .map_err(|e| io("truncate", e))
         }
         _ => Ok(()),
