@@ -87,6 +87,39 @@ pub struct Options {
 }
 
 /// How [`Database::open`] treats a directory that lost durable data.
+///
+/// ```
+/// use granary::{Database, Error, Options, RecoveryMode};
+///
+/// let dir = std::env::temp_dir().join(format!("granary-doc-salvage-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// {
+///     let db = Database::open(&dir, Options::default())?;
+///     let t = db.open_table("kv")?;
+///     db.worker()?.run(|tx| tx.put(t, b"k", b"v"))?; // durable
+/// }
+/// // Cut the log file that holds that commit back to its header.
+/// let log = dir.join("log.0").join("data.log");
+/// std::fs::OpenOptions::new().write(true).open(&log).unwrap().set_len(4096).unwrap();
+/// // A strict open refuses, naming the file.
+/// match Database::open(&dir, Options::default()) {
+///     Err(Error::Missing { path, .. }) => assert_eq!(path, log.canonicalize().unwrap()),
+///     other => panic!("{other:?}"),
+/// }
+/// // A salvage recovers what survives (here: nothing after the cut) and
+/// // says which acknowledged epochs were lost.
+/// let salvage = Options::default().recovery_mode(RecoveryMode::Salvage);
+/// let db = Database::open(&dir, salvage)?;
+/// let report = db.durability_stats().unwrap().recovery.salvage.unwrap();
+/// assert!(report.lost.is_some());
+/// let t = db.open_table("kv")?;
+/// assert_eq!(db.worker()?.run(|tx| tx.get(t, b"k").map(|v| v.is_some()))?, false);
+/// drop(db);
+/// // The salvaged directory opens strictly again.
+/// Database::open(&dir, Options::default())?;
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), granary::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecoveryMode {

@@ -348,7 +348,9 @@ impl Durable {
 }
 
 pub use checkpoint::CheckpointStats;
-pub use recover::{scan, CheckpointInfo, DirInfo, LogFileInfo, RecoveryStats};
+pub use recover::{
+    scan, CheckpointInfo, DirInfo, LogFileInfo, Problem, RecoveryStats, SalvageReport,
+};
 
 /// Logging, checkpoint and recovery figures of a durable database.
 #[derive(Clone, Debug, Default)]
