@@ -275,10 +275,17 @@ fn check_case(dir: &Path, victim: &Path, acked: &BTreeMap<u64, u64>, ctx: &str, 
 #[test]
 fn deleted_or_cut_files_never_open_with_data_missing() {
     let seed = common::seed("completeness");
+    // GRANARY_STRESS=N: N directories, each from its own seed.
+    for round in 0..common::stress() {
+        damage_every_file(seed.wrapping_add(round));
+    }
+}
+
+fn damage_every_file(seed: u64) {
     let base = TempDir::new("complete");
     let orig = base.path().join("db");
     let acked = make_bank(&orig, seed);
-    eprintln!("acknowledged receipts per worker: {acked:?}");
+    eprintln!("seed {seed}: acknowledged receipts per worker: {acked:?}");
     let all = files(&orig);
     let closed = |f: &Path| {
         let n = f.file_name().unwrap().to_string_lossy();
@@ -319,7 +326,7 @@ fn deleted_or_cut_files_never_open_with_data_missing() {
             check_case(&work, &work.join(f), &acked, &ctx, &mut t);
         }
     }
-    eprintln!("{t:?}");
+    eprintln!("seed {seed}: {t:?}");
     assert!(t.refused > 0 && t.complete > 0, "{t:?}");
     assert!(t.salvaged_prefix > 0, "no case lost data to salvage: {t:?}");
 }
