@@ -55,7 +55,7 @@ pub struct DurableArgs {
     /// `granary bench recover DIR` work on it.
     #[arg(long, value_name = "DIR")]
     pub durable: Option<PathBuf>,
-    /// Logger threads (each with its own directory log.<i>).
+    /// Logger threads (each with its own directory: log.0, log.1, …).
     #[arg(long, default_value_t = 1, requires = "durable")]
     pub loggers: usize,
     /// Take a checkpoint every this many seconds (the dip shows in the
