@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use granary::{Database, Options};
 use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
-use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig};
+use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig, MAX_WAREHOUSES};
 use serde::Serialize;
 
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
@@ -192,11 +192,19 @@ fn opts(c: &CommonArgs) -> Options {
         .max_workers(c.threads + 16)
 }
 
+/// The common flags' values are in range; the error names the flag.
 pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
-    let positive =
-        c.seconds.is_finite() && c.seconds > 0.0 && c.warmup.is_finite() && c.warmup >= 0.0;
-    if c.threads == 0 || !positive || c.latency_every == 0 {
-        return Err("need --threads ≥ 1, --seconds > 0, --warmup ≥ 0, --latency-every ≥ 1".into());
+    if c.threads == 0 {
+        return Err("--threads must be at least 1, got 0".into());
+    }
+    if !(c.seconds.is_finite() && c.seconds > 0.0) {
+        return Err(format!("--seconds must be positive, got {}", c.seconds));
+    }
+    if !(c.warmup.is_finite() && c.warmup >= 0.0) {
+        return Err(format!("--warmup must be at least 0, got {}", c.warmup));
+    }
+    if c.latency_every == 0 {
+        return Err("--latency-every must be at least 1, got 0".into());
     }
     Ok(())
 }
@@ -340,7 +348,20 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
 }
 
 pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
-    let mut cfg = TpccConfig::new(a.warehouses.unwrap_or(a.common.threads as u32));
+    // Before the warehouse count, which defaults to the thread count: an
+    // error names the flag the user set.
+    check_common(&a.common)?;
+    let warehouses = match a.warehouses {
+        Some(w) => w,
+        None if a.common.threads > MAX_WAREHOUSES as usize => {
+            return Err(format!(
+                "--threads {} needs --warehouses: one warehouse per thread is more than {MAX_WAREHOUSES}",
+                a.common.threads
+            ))
+        }
+        None => a.common.threads as u32,
+    };
+    let mut cfg = TpccConfig::new(warehouses);
     cfg.mix = match a.mix {
         MixArg::Standard => Mix::Standard,
         MixArg::NewOrder => Mix::NewOrderOnly,

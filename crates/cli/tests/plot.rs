@@ -17,8 +17,8 @@ fn scratch(test: &str) -> PathBuf {
 const TPCC_TYPES: [&str; 5] = [
     "new_order",
     "payment",
-    "delivery",
     "order_status",
+    "delivery",
     "stock_level",
 ];
 

@@ -38,6 +38,8 @@ pub const ITEMS: u32 = 100_000;
 pub const ORDERS: u32 = 3000;
 /// The first loaded order still undelivered (it has a NEW-ORDER row).
 pub const FIRST_UNDELIVERED: u32 = 2101;
+/// The most warehouses [`Tpcc::new`] accepts.
+pub const MAX_WAREHOUSES: u32 = 10_000;
 
 /// Which transactions to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,9 +188,9 @@ impl Tpcc {
     /// [`ConfigError`] for zero or too many warehouses or a probability out
     /// of range.
     pub fn new(cfg: TpccConfig) -> Result<Tpcc, ConfigError> {
-        if cfg.warehouses == 0 || cfg.warehouses > 10_000 {
+        if cfg.warehouses == 0 || cfg.warehouses > MAX_WAREHOUSES {
             return Err(ConfigError(format!(
-                "warehouses must be in 1..=10000, got {}",
+                "warehouses must be in 1..={MAX_WAREHOUSES}, got {}",
                 cfg.warehouses
             )));
         }
