@@ -3,6 +3,7 @@
 //! JSON.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -225,14 +226,20 @@ pub(crate) fn drive<W: Workload, C: Serialize>(
     let db = c.durable.open(opts(c))?;
     let t0 = Instant::now();
     let pb = progress(1, "loading");
+    // Loader threads report out of order: the bar shows the furthest.
+    let (reached, announced) = (AtomicU64::new(0), AtomicU64::new(0));
     w.load(&db, &|done, total| {
+        // Relaxed: figures for display, read after the loaders are joined.
+        announced.store(total, Ordering::Relaxed);
+        let done = reached.fetch_max(done, Ordering::Relaxed).max(done);
         pb.set_length(total);
         pb.set_position(done);
     })
     .map_err(|e| format!("load failed: {e}"))?;
     pb.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
-    eprintln!("{name}: loaded in {load_s:.2} s");
+    let (done, total) = (reached.into_inner(), announced.into_inner());
+    eprintln!("{name}: loaded in {load_s:.2} s (progress {done}/{total})");
     let cfg = DriverConfig {
         threads: c.threads,
         warmup: Duration::from_secs_f64(c.warmup),

@@ -1,4 +1,5 @@
-//! `granary bench tpcc` end to end: what its errors name.
+//! `granary bench tpcc` end to end: what its errors name, and its loading
+//! progress.
 
 use std::process::{Command, Output};
 
@@ -41,4 +42,38 @@ fn a_bad_warehouse_count_is_an_error_about_warehouses() {
         err.contains("warehouses must be in 1..=10000, got 0"),
         "{err}"
     );
+}
+
+#[test]
+fn loading_reaches_the_total_it_announces() {
+    let o = granary(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--seed",
+        "1",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    // "tpcc: loaded in S s (progress DONE/TOTAL)": the loading bar's last
+    // position and its length.
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("tpcc: loaded in "))
+        .unwrap_or_else(|| panic!("no loaded line: {err}"));
+    let figures = line
+        .split_once("(progress ")
+        .and_then(|(_, f)| f.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no progress figures: {line}"));
+    let (done, total) = figures.split_once('/').expect("DONE/TOTAL");
+    let (done, total): (u64, u64) = (done.parse().unwrap(), total.parse().unwrap());
+    assert!(total > 0, "{line}");
+    assert_eq!(done, total, "{line}");
 }

@@ -26,7 +26,9 @@ pub trait Workload: Sync {
     fn types(&self) -> &'static [&'static str];
 
     /// Create the tables and load the initial data. `progress(done,
-    /// total)` may be called from any thread.
+    /// total)` may be called from any thread, in units of the workload's
+    /// choosing; `total` is the same in every call and `done` reaches it
+    /// when loading completes.
     ///
     /// # Errors
     /// An engine error.
