@@ -12,6 +12,8 @@
 //! * [`zipf`] — YCSB's (scrambled) Zipfian key chooser.
 //! * [`rng`] — the fast seeded generator every workload draws from.
 
+#![deny(unsafe_code)]
+
 pub mod check;
 pub mod driver;
 pub mod fence;
