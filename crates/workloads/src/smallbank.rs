@@ -47,7 +47,6 @@
 //! withdrawals and SendPayments find too little money and roll back (they
 //! count as completed, as user aborts).
 
-use std::fmt;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,6 +55,7 @@ use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
 
 use crate::driver::{load_parallel, Exec, Workload};
 use crate::rng::Rng;
+use crate::ConfigError;
 
 /// The transaction types' names, in report order ([`Exec::txn`]'s `ty`
 /// is [`TxType::index`]).
@@ -181,18 +181,6 @@ impl SmallBankConfig {
         }
     }
 }
-
-/// A bad SmallBank configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The three tables.
 #[derive(Clone, Copy, Debug)]

@@ -47,7 +47,6 @@
 //! the count back when dropped); every key is present with its size.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -59,6 +58,7 @@ use serde::Serialize;
 use crate::driver::{load_parallel, Exec, Workload};
 use crate::rng::Rng;
 use crate::zipf::{theta_for_hot_set, Zipf};
+use crate::ConfigError;
 
 /// The transaction types, in report order.
 pub const TYPES: [&str; 3] = ["read_only", "update", "long_read"];
@@ -134,7 +134,7 @@ pub enum Skew {
 /// let w = Ycsb::new(cfg)?;
 /// assert_eq!(w.theta(), 0.0);
 /// assert!(YcsbConfig::preset("nope").unwrap_err().to_string().contains("bohm-10rmw"));
-/// # Ok::<(), granary_workloads::ycsb::ConfigError>(())
+/// # Ok::<(), granary_workloads::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct YcsbConfig {
@@ -156,18 +156,6 @@ pub struct YcsbConfig {
     /// Run long read-only transactions as snapshot transactions.
     pub snapshot_long_reads: bool,
 }
-
-/// A bad YCSB configuration or an unknown preset.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl YcsbConfig {
     /// The named preset (see the module docs and [`PRESETS`]).

@@ -21,12 +21,12 @@ mod load;
 mod txns;
 mod verify;
 
-use std::fmt;
 use std::sync::atomic::AtomicU32;
 
 use granary::TableId;
 
 use crate::rng::Rng;
+use crate::ConfigError;
 
 /// Districts per warehouse (clause 1.2).
 pub const DISTRICTS: u8 = 10;
@@ -170,18 +170,6 @@ pub struct Tpcc {
     /// database, so new keys never collide with recovered ones).
     history_base: u64,
 }
-
-/// A bad TPC-C configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl Tpcc {
     /// # Errors
