@@ -413,10 +413,12 @@ impl Database {
     /// The persistent epoch e_p: every transaction of an epoch ≤ e_p is
     /// durable. `None` for an in-memory database.
     pub fn durable_epoch(&self) -> Option<u64> {
+        // Acquire: pairs with the Release store in `publish_pepoch`, after
+        // e_p was written durably.
         self.shared
             .durable
             .get()
-            .map(|d| d.pepoch.load(std::sync::atomic::Ordering::Acquire))
+            .map(|d| d.pepoch.load(Ordering::Acquire))
     }
 
     /// Block until the transaction behind `token` is durable (returns at
