@@ -808,8 +808,9 @@ impl<'w> Transaction<'w> {
         // SeqCst fence, pairs with the same fence in every other committer
         // (Fig. 3's store-buffering shape).
         fence(Ordering::SeqCst);
-        let e = self.shared.epochs.global(); // the serialization point
-                                             // Phase 2.
+        // The serialization point.
+        let e = self.shared.epochs.global();
+        // Phase 2.
         if let Err(r) = validate(st, true, validates_reads(self.shared)) {
             unlock_first(st, st.order.len());
             self.abort();

@@ -389,7 +389,8 @@ impl Worker {
         self.pin();
         let found = (|| {
             let tree = &self.shared.table(t)?.tree;
-            // SAFETY: pinned by `begin`.
+            // SAFETY: this function pinned the worker above and unpins it
+            // only after this closure, which `pin` does not outlive.
             let pin = unsafe { ReadPin::new() };
             loop {
                 let Some(p) = tree.get(key, &pin).value else {
