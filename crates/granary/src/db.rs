@@ -457,13 +457,14 @@ impl Database {
     ///
     /// # Errors
     /// [`Error::TableExists`] if the name is taken; [`Error::TooManyTables`]
-    /// past [`MAX_TABLES`].
+    /// past [`MAX_TABLES`]; [`Error::TableNameTooLong`] past
+    /// [`MAX_TABLE_NAME_BYTES`].
     pub fn create_table(&self, name: &str) -> Result<TableId, Error> {
         if name.len() > MAX_TABLE_NAME_BYTES {
-            return Err(Error::InvalidOption(format!(
-                "table name of {} bytes exceeds the {MAX_TABLE_NAME_BYTES}-byte limit",
-                name.len()
-            )));
+            return Err(Error::TableNameTooLong {
+                len: name.len(),
+                max: MAX_TABLE_NAME_BYTES,
+            });
         }
         let mut names = self.shared.names.lock();
         if names.contains_key(name) {

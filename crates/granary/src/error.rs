@@ -105,6 +105,9 @@ pub enum Error {
     /// A log or checkpoint write or sync failed earlier (the cause is
     /// given): the database acknowledges nothing more. Reopen it to recover.
     Poisoned(String),
+    /// A table name longer than
+    /// [`MAX_TABLE_NAME_BYTES`](crate::MAX_TABLE_NAME_BYTES).
+    TableNameTooLong { len: usize, max: usize },
 }
 
 impl Error {
@@ -156,6 +159,9 @@ impl fmt::Display for Error {
                 f,
                 "database stopped acknowledging commits after a storage failure: {cause}"
             ),
+            Error::TableNameTooLong { len, max } => {
+                write!(f, "table name of {len} bytes exceeds the {max}-byte limit")
+            }
         }
     }
 }
