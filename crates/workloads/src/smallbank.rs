@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
 
-use crate::driver::{load_parallel, Exec, Workload};
+use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
 use crate::ConfigError;
 
@@ -687,42 +687,37 @@ impl Workload for SmallBank {
         // Chunks, each a transaction (nothing runs concurrently now).
         while lo < n {
             let hi = (lo + VERIFY_CHUNK).min(n);
-            let chunk = loop {
-                let res = r.try_run(|tx| {
-                    let mut sv = Vec::with_capacity((hi - lo) as usize);
-                    let mut ck = Vec::with_capacity((hi - lo) as usize);
-                    let mut accounts = 0u64;
-                    for (table, out) in [(t.savings, &mut sv), (t.checking, &mut ck)] {
-                        let mut err = None;
-                        tx.scan(
-                            table,
-                            Bound::Included(&id_key(lo)[..]),
-                            Bound::Excluded(&id_key(hi)[..]),
-                            usize::MAX,
-                            false,
-                            |k, v| {
-                                match (k.try_into().map(u64::from_be_bytes), decode_i64(v, "row")) {
-                                    (Ok(id), Ok(b)) => out.push((id, b)),
-                                    _ => err = Some(format!("malformed row {k:?}")),
-                                }
-                                true
-                            },
-                        )?;
-                        if let Some(e) = err {
-                            return Err(TxError::user(e));
-                        }
+            let chunk = run_until_committed(&mut r, |tx| {
+                let mut sv = Vec::with_capacity((hi - lo) as usize);
+                let mut ck = Vec::with_capacity((hi - lo) as usize);
+                let mut accounts = 0u64;
+                for (table, out) in [(t.savings, &mut sv), (t.checking, &mut ck)] {
+                    let mut err = None;
+                    tx.scan(
+                        table,
+                        Bound::Included(&id_key(lo)[..]),
+                        Bound::Excluded(&id_key(hi)[..]),
+                        usize::MAX,
+                        false,
+                        |k, v| {
+                            match (k.try_into().map(u64::from_be_bytes), decode_i64(v, "row")) {
+                                (Ok(id), Ok(b)) => out.push((id, b)),
+                                _ => err = Some(format!("malformed row {k:?}")),
+                            }
+                            true
+                        },
+                    )?;
+                    if let Some(e) = err {
+                        return Err(TxError::user(e));
                     }
-                    for c in lo..hi {
-                        if tx.get(t.account, &name(c))? == Some(&c.to_be_bytes()[..]) {
-                            accounts += 1;
-                        }
-                    }
-                    Ok((sv, ck, accounts))
-                })?;
-                if let Ok(v) = res {
-                    break v;
                 }
-            };
+                for c in lo..hi {
+                    if tx.get(t.account, &name(c))? == Some(&c.to_be_bytes()[..]) {
+                        accounts += 1;
+                    }
+                }
+                Ok((sv, ck, accounts))
+            })?;
             let (sv, ck, accounts) = chunk;
             rows[0] += accounts;
             rows[1] += sv.len() as u64;

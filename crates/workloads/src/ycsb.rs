@@ -55,7 +55,7 @@ use std::time::Instant;
 use granary::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
 use serde::Serialize;
 
-use crate::driver::{load_parallel, Exec, Workload};
+use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
 use crate::zipf::{theta_for_hot_set, Zipf};
 use crate::ConfigError;
@@ -667,31 +667,26 @@ impl Workload for Ycsb {
         let mut lo = 0u64;
         while lo < n {
             let hi = (lo + VERIFY_CHUNK).min(n);
-            let (count, s, wrong) = loop {
-                let res = r.try_run(|tx| {
-                    let (mut count, mut s, mut wrong) = (0u64, 0u64, Vec::new());
-                    tx.scan(
-                        t,
-                        Bound::Included(&lo.to_be_bytes()[..]),
-                        Bound::Excluded(&hi.to_be_bytes()[..]),
-                        usize::MAX,
-                        false,
-                        |k, v| {
-                            count += 1;
-                            if v.len() != self.cfg.value_bytes {
-                                wrong.push(format!("key {k:?}: value of {} bytes", v.len()));
-                            } else {
-                                s = s.wrapping_add(value_counter(v));
-                            }
-                            true
-                        },
-                    )?;
-                    Ok((count, s, wrong))
-                })?;
-                if let Ok(x) = res {
-                    break x;
-                }
-            };
+            let (count, s, wrong) = run_until_committed(&mut r, |tx| {
+                let (mut count, mut s, mut wrong) = (0u64, 0u64, Vec::new());
+                tx.scan(
+                    t,
+                    Bound::Included(&lo.to_be_bytes()[..]),
+                    Bound::Excluded(&hi.to_be_bytes()[..]),
+                    usize::MAX,
+                    false,
+                    |k, v| {
+                        count += 1;
+                        if v.len() != self.cfg.value_bytes {
+                            wrong.push(format!("key {k:?}: value of {} bytes", v.len()));
+                        } else {
+                            s = s.wrapping_add(value_counter(v));
+                        }
+                        true
+                    },
+                )?;
+                Ok((count, s, wrong))
+            })?;
             if count != hi - lo {
                 bad.push(format!(
                     "keys {lo}..{hi}: {count} rows, expected {}",
