@@ -3,12 +3,13 @@
 //! JSON.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use granary::{Database, Options};
 use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
-use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig};
+use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig, MAX_WAREHOUSES};
 use serde::Serialize;
 
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
@@ -55,7 +56,7 @@ pub struct DurableArgs {
     /// `granary bench recover DIR` work on it.
     #[arg(long, value_name = "DIR")]
     pub durable: Option<PathBuf>,
-    /// Logger threads (each with its own directory log.<i>).
+    /// Logger threads (each with its own directory: log.0, log.1, …).
     #[arg(long, default_value_t = 1, requires = "durable")]
     pub loggers: usize,
     /// Take a checkpoint every this many seconds (the dip shows in the
@@ -192,11 +193,19 @@ fn opts(c: &CommonArgs) -> Options {
         .max_workers(c.threads + 16)
 }
 
+/// The common flags' values are in range; the error names the flag.
 pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
-    let positive =
-        c.seconds.is_finite() && c.seconds > 0.0 && c.warmup.is_finite() && c.warmup >= 0.0;
-    if c.threads == 0 || !positive || c.latency_every == 0 {
-        return Err("need --threads ≥ 1, --seconds > 0, --warmup ≥ 0, --latency-every ≥ 1".into());
+    if c.threads == 0 {
+        return Err("--threads must be at least 1, got 0".into());
+    }
+    if !(c.seconds.is_finite() && c.seconds > 0.0) {
+        return Err(format!("--seconds must be positive, got {}", c.seconds));
+    }
+    if !(c.warmup.is_finite() && c.warmup >= 0.0) {
+        return Err(format!("--warmup must be at least 0, got {}", c.warmup));
+    }
+    if c.latency_every == 0 {
+        return Err("--latency-every must be at least 1, got 0".into());
     }
     Ok(())
 }
@@ -217,14 +226,20 @@ pub(crate) fn drive<W: Workload, C: Serialize>(
     let db = c.durable.open(opts(c))?;
     let t0 = Instant::now();
     let pb = progress(1, "loading");
+    // Loader threads report out of order: the bar shows the furthest.
+    let (reached, announced) = (AtomicU64::new(0), AtomicU64::new(0));
     w.load(&db, &|done, total| {
+        // Relaxed: figures for display, read after the loaders are joined.
+        announced.store(total, Ordering::Relaxed);
+        let done = reached.fetch_max(done, Ordering::Relaxed).max(done);
         pb.set_length(total);
         pb.set_position(done);
     })
     .map_err(|e| format!("load failed: {e}"))?;
     pb.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
-    eprintln!("{name}: loaded in {load_s:.2} s");
+    let (done, total) = (reached.into_inner(), announced.into_inner());
+    eprintln!("{name}: loaded in {load_s:.2} s (progress {done}/{total})");
     let cfg = DriverConfig {
         threads: c.threads,
         warmup: Duration::from_secs_f64(c.warmup),
@@ -340,7 +355,20 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
 }
 
 pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
-    let mut cfg = TpccConfig::new(a.warehouses.unwrap_or(a.common.threads as u32));
+    // Before the warehouse count, which defaults to the thread count: an
+    // error names the flag the user set.
+    check_common(&a.common)?;
+    let warehouses = match a.warehouses {
+        Some(w) => w,
+        None if a.common.threads > MAX_WAREHOUSES as usize => {
+            return Err(format!(
+                "--threads {} needs --warehouses: one warehouse per thread is more than {MAX_WAREHOUSES}",
+                a.common.threads
+            ))
+        }
+        None => a.common.threads as u32,
+    };
+    let mut cfg = TpccConfig::new(warehouses);
     cfg.mix = match a.mix {
         MixArg::Standard => Mix::Standard,
         MixArg::NewOrder => Mix::NewOrderOnly,

@@ -75,7 +75,7 @@ pub struct PlotArgs {
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Directory for the charts (created if missing); each chart is written
-    /// as <OUT>/<kind>.png and <OUT>/<kind>.svg.
+    /// as DIR/KIND.png and DIR/KIND.svg.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Which charts (comma-separated).

@@ -13,10 +13,19 @@ fn scratch(test: &str) -> PathBuf {
     dir
 }
 
+/// TPC-C's transaction types, in the order `granary bench tpcc` reports them.
+const TPCC_TYPES: [&str; 5] = [
+    "new_order",
+    "payment",
+    "order_status",
+    "delivery",
+    "stock_level",
+];
+
 /// A result as `granary bench tpcc --json` writes it (the fields `plot`
 /// reads, plus a few it ignores).
 fn tpcc(threads: u32, remote_item_pct: f64, tput: f64, breakdown: bool) -> Value {
-    let types = ["new_order", "payment", "delivery"];
+    let types = TPCC_TYPES;
     let breakdown = breakdown.then(|| {
         types
             .iter()
@@ -227,6 +236,59 @@ fn breakdown_needs_runs_made_with_breakdown() {
         "{}",
         stderr(&o)
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every `<text>` element of an SVG: (its attributes, its trimmed text).
+fn svg_texts(svg: &str) -> Vec<(&str, &str)> {
+    svg.split("<text")
+        .skip(1)
+        .map(|t| {
+            let (attrs, rest) = t.split_once('>').expect("text element");
+            let body = rest.split("</text>").next().expect("closed text");
+            (attrs, body.trim())
+        })
+        .collect()
+}
+
+#[test]
+fn breakdown_has_one_slot_per_transaction_type() {
+    let dir = scratch("breakdown-slots");
+    let with = write(&dir, "with.json", &tpcc(2, 1.0, 1e5, true));
+    let out = dir.join("charts");
+    let o = plot(&[
+        &with,
+        &"--out",
+        &out,
+        &"--kind",
+        &"breakdown",
+        &"--format",
+        &"svg",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(out.join("breakdown.svg")).unwrap();
+    let texts = svg_texts(&svg);
+    // No unlabeled slot: an empty category would show as an empty label.
+    let empty = texts.iter().filter(|(_, t)| t.is_empty()).count();
+    assert_eq!(empty, 0, "empty labels in breakdown.svg");
+    // The x axis's labels (those level with the first type's) are exactly
+    // the transaction types, in order.
+    let (first, _) = texts
+        .iter()
+        .find(|(_, t)| *t == TPCC_TYPES[0])
+        .expect("the first type is labelled");
+    let y = |attrs: &str| {
+        attrs
+            .split_whitespace()
+            .find(|a| a.starts_with("y="))
+            .map(str::to_owned)
+    };
+    let axis: Vec<&str> = texts
+        .iter()
+        .filter(|(a, _)| y(a) == y(first))
+        .map(|(_, t)| *t)
+        .collect();
+    assert_eq!(axis, TPCC_TYPES);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -477,10 +477,12 @@ impl Database {
     /// The persistent epoch e_p: every transaction of an epoch ≤ e_p is
     /// durable. `None` for an in-memory database.
     pub fn durable_epoch(&self) -> Option<u64> {
+        // Acquire: pairs with the Release store in `publish_pepoch`, after
+        // e_p was written durably.
         self.shared
             .durable
             .get()
-            .map(|d| d.pepoch.load(std::sync::atomic::Ordering::Acquire))
+            .map(|d| d.pepoch.load(Ordering::Acquire))
     }
 
     /// Block until the transaction behind `token` is durable (returns at
@@ -519,13 +521,14 @@ impl Database {
     ///
     /// # Errors
     /// [`Error::TableExists`] if the name is taken; [`Error::TooManyTables`]
-    /// past [`MAX_TABLES`].
+    /// past [`MAX_TABLES`]; [`Error::TableNameTooLong`] past
+    /// [`MAX_TABLE_NAME_BYTES`].
     pub fn create_table(&self, name: &str) -> Result<TableId, Error> {
         if name.len() > MAX_TABLE_NAME_BYTES {
-            return Err(Error::InvalidOption(format!(
-                "table name of {} bytes exceeds the {MAX_TABLE_NAME_BYTES}-byte limit",
-                name.len()
-            )));
+            return Err(Error::TableNameTooLong {
+                len: name.len(),
+                max: MAX_TABLE_NAME_BYTES,
+            });
         }
         let mut names = self.shared.names.lock();
         if names.contains_key(name) {

@@ -115,6 +115,9 @@ pub enum Error {
         path: std::path::PathBuf,
         what: String,
     },
+    /// A table name longer than
+    /// [`MAX_TABLE_NAME_BYTES`](crate::MAX_TABLE_NAME_BYTES).
+    TableNameTooLong { len: usize, max: usize },
 }
 
 impl Error {
@@ -168,6 +171,9 @@ impl fmt::Display for Error {
             ),
             Error::Missing { path, what } => {
                 write!(f, "durable data is missing at {}: {what}", path.display())
+            }
+            Error::TableNameTooLong { len, max } => {
+                write!(f, "table name of {len} bytes exceeds the {max}-byte limit")
             }
         }
     }

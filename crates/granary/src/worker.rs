@@ -389,7 +389,8 @@ impl Worker {
         self.pin();
         let found = (|| {
             let tree = &self.shared.table(t)?.tree;
-            // SAFETY: pinned by `begin`.
+            // SAFETY: this function pinned the worker above and unpins it
+            // only after this closure, which `pin` does not outlive.
             let pin = unsafe { ReadPin::new() };
             loop {
                 let Some(p) = tree.get(key, &pin).value else {
@@ -503,9 +504,12 @@ impl Worker {
 
     /// Unhook deleted records whose snapshot readers are gone (§4.9).
     fn run_cleanups(&mut self, tree_safe: u64, snap_safe: u64) {
-        let durable = self.shared.durable.get().map_or(u64::MAX, |d| {
-            d.pepoch.load(std::sync::atomic::Ordering::Acquire)
-        });
+        // Acquire: pairs with the Release store in `publish_pepoch`.
+        let durable = self
+            .shared
+            .durable
+            .get()
+            .map_or(u64::MAX, |d| d.pepoch.load(Ordering::Acquire));
         while let Some(c) = self.core.gc.cleanup.front() {
             let bound = if c.snapshot { snap_safe } else { tree_safe };
             // A reader that misses the key must not be acknowledged before

@@ -572,7 +572,7 @@ fn long_table_names_are_refused() {
     let dir = TempDir::new("longname");
     let db = Database::open(dir.path(), opts()).unwrap();
     let e = db.create_table(&"x".repeat(granary::MAX_TABLE_NAME_BYTES + 1));
-    assert!(matches!(e, Err(Error::InvalidOption(_))), "{e:?}");
+    assert!(matches!(e, Err(Error::TableNameTooLong { .. })), "{e:?}");
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! Bad input gives typed errors, never a panic or a damaged index.
 
-use granary::{AbortReason, Database, Error, Options, TxError, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use granary::{
+    AbortReason, Database, Error, Options, TxError, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES,
+    MAX_VALUE_BYTES,
+};
 use std::ops::Bound;
 
 #[test]
@@ -93,6 +96,28 @@ fn doomed_transaction_stays_doomed() {
         .unwrap();
     assert_eq!(r, Err(AbortReason::NodeValidation));
     assert!(a.run(|tx| Ok(tx.get(t, b"mine")?.is_none())).unwrap());
+}
+
+#[test]
+fn a_too_long_table_name_is_its_own_error() {
+    let db = Database::new(Options::default()).unwrap();
+    db.create_table(&"a".repeat(MAX_TABLE_NAME_BYTES)).unwrap();
+    let long = "b".repeat(MAX_TABLE_NAME_BYTES + 1);
+    match db.create_table(&long) {
+        Err(e @ Error::TableNameTooLong { len, max }) => {
+            assert_eq!((len, max), (MAX_TABLE_NAME_BYTES + 1, MAX_TABLE_NAME_BYTES));
+            assert_eq!(
+                e.to_string(),
+                format!("table name of {len} bytes exceeds the {max}-byte limit")
+            );
+        }
+        other => panic!("expected TableNameTooLong, got {other:?}"),
+    }
+    assert!(matches!(
+        db.open_table(&long),
+        Err(Error::TableNameTooLong { .. })
+    ));
+    assert!(matches!(db.table(&long), Err(Error::UnknownTable(_))));
 }
 
 #[test]

@@ -164,7 +164,7 @@ type Spot = (NonNull<Leaf>, Parent);
 
 /// Inserts keys that arrive in ascending runs, such as a checkpoint file's
 /// (SiloR §5.1: each recovery thread loads key ranges of a table and
-/// "benefit[s] from locality"), without descending from the root for each.
+/// "benefit\[s\] from locality"), without descending from the root for each.
 ///
 /// The cursor remembers the leaf its last key went into and, when known,
 /// that leaf's parent with a version at which it was the leaf's parent. A

@@ -26,7 +26,9 @@ pub trait Workload: Sync {
     fn types(&self) -> &'static [&'static str];
 
     /// Create the tables and load the initial data. `progress(done,
-    /// total)` may be called from any thread.
+    /// total)` may be called from any thread, in units of the workload's
+    /// choosing; `total` is the same in every call and `done` reaches it
+    /// when loading completes.
     ///
     /// # Errors
     /// An engine error.
@@ -543,9 +545,8 @@ pub fn run<W: Workload, E: Engine>(
             next += 1.0;
         }
         if ok {
-            ok = sleep_until(m0 + cfg.duration);
+            sleep_until(m0 + cfg.duration);
         }
-        let _ = ok;
         let elapsed = m0.elapsed().as_secs_f64();
         phase.store(STOP, Ordering::Relaxed);
         log_bytes_at.lock().expect("lock").1 = engine.log_bytes().unwrap_or(0);
@@ -628,18 +629,32 @@ pub fn run<W: Workload, E: Engine>(
     })
 }
 
+/// The most attempts [`run_until_committed`] makes (as many as
+/// `granary::Options::default().max_retries`).
+pub const UNTIL_COMMITTED_ATTEMPTS: u32 = 100_000;
+
 /// Run `body` until it commits: for loading and verification, where a
-/// conflict is rare and retrying is always right.
+/// conflict is rare and retrying is right. It gives up after
+/// [`UNTIL_COMMITTED_ATTEMPTS`] conflicts in a row: a conflict that keeps
+/// coming back is a bug, or a workload left running beside the loader.
 ///
 /// # Errors
-/// Any error from the body or the engine.
+/// Any error from the body or the engine; [`Error::RetriesExhausted`]
+/// (with the last conflict's reason) when every attempt conflicted.
 pub fn run_until_committed<R: TxRunner, T>(
     r: &mut R,
     mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
 ) -> Result<T, Error> {
+    let mut attempts = 0;
     loop {
-        if let Ok(v) = r.try_run(&mut body)? {
-            return Ok(v);
+        match r.try_run(&mut body)? {
+            Ok(v) => return Ok(v),
+            Err(last) => {
+                attempts += 1;
+                if attempts >= UNTIL_COMMITTED_ATTEMPTS {
+                    return Err(Error::RetriesExhausted { attempts, last });
+                }
+            }
         }
     }
 }
@@ -709,4 +724,47 @@ pub fn rss() -> (u64, u64) {
             .map_or(0, |kb| kb * 1024)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use granary::{Database, Options};
+
+    #[test]
+    fn run_until_committed_gives_up_on_endless_conflicts() {
+        let db = Database::new(Options::default()).expect("db");
+        let mut w = db.worker().expect("worker");
+        let mut calls = 0u32;
+        let r: Result<(), Error> = run_until_committed(&mut w, |_| {
+            calls += 1;
+            Err(TxError::Conflict(AbortReason::ReadLocked))
+        });
+        match r {
+            Err(Error::RetriesExhausted { attempts, last }) => {
+                assert_eq!(attempts, UNTIL_COMMITTED_ATTEMPTS);
+                assert_eq!(last, AbortReason::ReadLocked);
+            }
+            other => panic!("expected RetriesExhausted, got {other:?}"),
+        }
+        assert_eq!(calls, UNTIL_COMMITTED_ATTEMPTS);
+    }
+
+    #[test]
+    fn run_until_committed_retries_a_passing_conflict() {
+        let db = Database::new(Options::default()).expect("db");
+        let t = db.create_table("t").expect("table");
+        let mut w = db.worker().expect("worker");
+        let mut calls = 0u32;
+        let v = run_until_committed(&mut w, |tx| {
+            calls += 1;
+            if calls < 3 {
+                return Err(TxError::Conflict(AbortReason::ReadValidation));
+            }
+            tx.put(t, b"k", b"v")?;
+            Ok(calls)
+        })
+        .expect("commits on the third attempt");
+        assert_eq!(v, 3);
+    }
 }

@@ -11,6 +11,10 @@
 //! * [`ycsb`] — YCSB transactions with the papers' variants as presets.
 //! * [`zipf`] — YCSB's (scrambled) Zipfian key chooser.
 //! * [`rng`] — the fast seeded generator every workload draws from.
+//!
+//! A bad configuration of any workload is a [`ConfigError`].
+
+#![deny(unsafe_code)]
 
 pub mod check;
 pub mod driver;
@@ -21,3 +25,6 @@ pub mod smallbank;
 pub mod tpcc;
 pub mod ycsb;
 pub mod zipf;
+
+mod error;
+pub use error::ConfigError;

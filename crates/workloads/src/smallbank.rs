@@ -47,17 +47,18 @@
 //! withdrawals and SendPayments find too little money and roll back (they
 //! count as completed, as user aborts).
 
-use std::fmt;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
 
-use crate::driver::{load_parallel, Exec, Workload};
+use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
+use crate::ConfigError;
 
-/// The transaction types, in report order ([`Exec::txn`]'s `ty`).
+/// The transaction types' names, in report order ([`Exec::txn`]'s `ty`
+/// is [`TxType::index`]).
 pub const TYPES: [&str; 6] = [
     "amalgamate",
     "balance",
@@ -66,12 +67,40 @@ pub const TYPES: [&str; 6] = [
     "transact_savings",
     "write_check",
 ];
-const AMALGAMATE: usize = 0;
-const BALANCE: usize = 1;
-const DEPOSIT_CHECKING: usize = 2;
-const SEND_PAYMENT: usize = 3;
-const TRANSACT_SAVINGS: usize = 4;
-const WRITE_CHECK: usize = 5;
+
+/// A SmallBank transaction type, in report order: the discriminant is the
+/// position in [`TYPES`] and [`TxType::ALL`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TxType {
+    Amalgamate,
+    Balance,
+    DepositChecking,
+    SendPayment,
+    TransactSavings,
+    WriteCheck,
+}
+
+impl TxType {
+    /// Every type, in report order.
+    pub const ALL: [TxType; 6] = [
+        TxType::Amalgamate,
+        TxType::Balance,
+        TxType::DepositChecking,
+        TxType::SendPayment,
+        TxType::TransactSavings,
+        TxType::WriteCheck,
+    ];
+
+    /// The position in [`TYPES`] (the driver's transaction type).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The name reports use.
+    pub fn name(self) -> &'static str {
+        TYPES[self.index()]
+    }
+}
 
 /// WriteCheck's overdraft penalty: one dollar.
 pub const PENALTY_CENTS: i64 = 100;
@@ -107,6 +136,21 @@ impl Mix {
             Mix::OltpBench => [15, 15, 15, 25, 15, 15],
         }
     }
+
+    /// The type the mix runs for a draw `x` in `0..100`: each type for as
+    /// many of the hundred values as its weight.
+    ///
+    /// # Panics
+    /// If `x` ≥ 100.
+    pub fn pick(self, mut x: u32) -> TxType {
+        for (ty, w) in TxType::ALL.into_iter().zip(self.weights()) {
+            if x < w {
+                return ty;
+            }
+            x -= w;
+        }
+        panic!("a draw past the mix's 100 percent");
+    }
 }
 
 /// SmallBank configuration.
@@ -137,18 +181,6 @@ impl SmallBankConfig {
         }
     }
 }
-
-/// A bad SmallBank configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The three tables.
 #[derive(Clone, Copy, Debug)]
@@ -448,10 +480,13 @@ impl SmallBank {
     /// Declare what transaction `ty` on customers `a` (and `b`) reads and
     /// writes. Names map to the ids they were loaded with, so the ids are
     /// known from the parameters (BOHM's SmallBank takes ids directly).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] before the workload is loaded.
     pub fn declare(
         &self,
         d: &mut granary::Declared,
-        ty: usize,
+        ty: TxType,
         a: u64,
         b: u64,
     ) -> Result<(), Error> {
@@ -462,25 +497,25 @@ impl SmallBank {
         d.clear();
         d.read(t.account, &name(a));
         match ty {
-            BALANCE => {
+            TxType::Balance => {
                 d.read(t.savings, &id_key(a)).read(t.checking, &id_key(a));
             }
-            DEPOSIT_CHECKING => {
+            TxType::DepositChecking => {
                 d.write(t.checking, &id_key(a));
             }
-            TRANSACT_SAVINGS => {
+            TxType::TransactSavings => {
                 d.write(t.savings, &id_key(a));
             }
-            AMALGAMATE => {
+            TxType::Amalgamate => {
                 d.read(t.account, &name(b))
                     .write(t.savings, &id_key(a))
                     .write(t.checking, &id_key(a))
                     .write(t.checking, &id_key(b));
             }
-            WRITE_CHECK => {
+            TxType::WriteCheck => {
                 d.read(t.savings, &id_key(a)).write(t.checking, &id_key(a));
             }
-            _ => {
+            TxType::SendPayment => {
                 d.read(t.account, &name(b))
                     .write(t.checking, &id_key(a))
                     .write(t.checking, &id_key(b));
@@ -497,7 +532,7 @@ impl SmallBank {
     /// committed deltas to `th`.
     fn run_type<R: TxRunner>(
         &self,
-        ty: usize,
+        ty: TxType,
         th: &mut SmallBankThread,
         ex: &mut Exec<'_, R>,
     ) -> Result<(), Error> {
@@ -506,63 +541,64 @@ impl SmallBank {
         let d = &mut th.declared;
         // Each body returns [(customer, delta); 2] for the customers whose
         // money it changed (delta 0 where none).
+        let i = ty.index();
         let out: Option<[(u64, i64); 2]> = match ty {
-            BALANCE => {
+            TxType::Balance => {
                 let c = self.customer(rng);
                 self.declare(d, ty, c, c)?;
-                ex.txn_declared(ty, Some(d), |tx| {
+                ex.txn_declared(i, Some(d), |tx| {
                     let r = self.balance(tx, c);
                     spin(spin_for);
                     r?;
                     Ok([(c, 0), (c, 0)])
                 })?
             }
-            DEPOSIT_CHECKING => {
+            TxType::DepositChecking => {
                 let (c, v) = (self.customer(rng), Self::amount(rng));
                 self.declare(d, ty, c, c)?;
-                ex.txn_declared(ty, Some(d), |tx| {
+                ex.txn_declared(i, Some(d), |tx| {
                     let r = self.deposit_checking(tx, c, v);
                     spin(spin_for);
                     let d = r?;
                     Ok([(c, d), (c, 0)])
                 })?
             }
-            TRANSACT_SAVINGS => {
+            TxType::TransactSavings => {
                 let c = self.customer(rng);
                 let v = rng.below(2 * MAX_AMOUNT_CENTS as u64 + 1) as i64 - MAX_AMOUNT_CENTS;
                 self.declare(d, ty, c, c)?;
-                ex.txn_declared(ty, Some(d), |tx| {
+                ex.txn_declared(i, Some(d), |tx| {
                     let r = self.transact_savings(tx, c, v);
                     spin(spin_for);
                     let d = r?;
                     Ok([(c, d), (c, 0)])
                 })?
             }
-            AMALGAMATE => {
+            TxType::Amalgamate => {
                 let (a, b) = self.two_customers(rng);
                 self.declare(d, ty, a, b)?;
-                ex.txn_declared(ty, Some(d), |tx| {
+                ex.txn_declared(i, Some(d), |tx| {
                     let r = self.amalgamate(tx, a, b);
                     spin(spin_for);
                     let moved = r?;
                     Ok([(a, -moved), (b, moved)])
                 })?
             }
-            WRITE_CHECK => {
+            TxType::WriteCheck => {
                 let (c, v) = (self.customer(rng), Self::amount(rng));
                 self.declare(d, ty, c, c)?;
-                ex.txn_declared(ty, Some(d), |tx| {
+                ex.txn_declared(i, Some(d), |tx| {
                     let r = self.write_check(tx, c, v);
                     spin(spin_for);
                     let d = r?;
                     Ok([(c, d), (c, 0)])
                 })?
             }
-            _ => {
+            TxType::SendPayment => {
                 let (a, b) = self.two_customers(rng);
                 let v = Self::amount(rng);
-                self.declare(d, SEND_PAYMENT, a, b)?;
-                ex.txn_declared(SEND_PAYMENT, Some(d), |tx| {
+                self.declare(d, ty, a, b)?;
+                ex.txn_declared(i, Some(d), |tx| {
                     let r = self.send_payment(tx, a, b, v);
                     spin(spin_for);
                     let moved = r?;
@@ -623,19 +659,7 @@ impl Workload for SmallBank {
         th: &mut SmallBankThread,
         ex: &mut Exec<'_, R>,
     ) -> Result<(), Error> {
-        let mut x = th.rng.below(100) as u32;
-        let w = self.cfg.mix.weights();
-        let ty = w
-            .iter()
-            .position(|&p| {
-                if x < p {
-                    true
-                } else {
-                    x -= p;
-                    false
-                }
-            })
-            .unwrap_or(SEND_PAYMENT);
+        let ty = self.cfg.mix.pick(th.rng.below(100) as u32);
         self.run_type(ty, th, ex)
     }
 
@@ -663,42 +687,37 @@ impl Workload for SmallBank {
         // Chunks, each a transaction (nothing runs concurrently now).
         while lo < n {
             let hi = (lo + VERIFY_CHUNK).min(n);
-            let chunk = loop {
-                let res = r.try_run(|tx| {
-                    let mut sv = Vec::with_capacity((hi - lo) as usize);
-                    let mut ck = Vec::with_capacity((hi - lo) as usize);
-                    let mut accounts = 0u64;
-                    for (table, out) in [(t.savings, &mut sv), (t.checking, &mut ck)] {
-                        let mut err = None;
-                        tx.scan(
-                            table,
-                            Bound::Included(&id_key(lo)[..]),
-                            Bound::Excluded(&id_key(hi)[..]),
-                            usize::MAX,
-                            false,
-                            |k, v| {
-                                match (k.try_into().map(u64::from_be_bytes), decode_i64(v, "row")) {
-                                    (Ok(id), Ok(b)) => out.push((id, b)),
-                                    _ => err = Some(format!("malformed row {k:?}")),
-                                }
-                                true
-                            },
-                        )?;
-                        if let Some(e) = err {
-                            return Err(TxError::user(e));
-                        }
+            let chunk = run_until_committed(&mut r, |tx| {
+                let mut sv = Vec::with_capacity((hi - lo) as usize);
+                let mut ck = Vec::with_capacity((hi - lo) as usize);
+                let mut accounts = 0u64;
+                for (table, out) in [(t.savings, &mut sv), (t.checking, &mut ck)] {
+                    let mut err = None;
+                    tx.scan(
+                        table,
+                        Bound::Included(&id_key(lo)[..]),
+                        Bound::Excluded(&id_key(hi)[..]),
+                        usize::MAX,
+                        false,
+                        |k, v| {
+                            match (k.try_into().map(u64::from_be_bytes), decode_i64(v, "row")) {
+                                (Ok(id), Ok(b)) => out.push((id, b)),
+                                _ => err = Some(format!("malformed row {k:?}")),
+                            }
+                            true
+                        },
+                    )?;
+                    if let Some(e) = err {
+                        return Err(TxError::user(e));
                     }
-                    for c in lo..hi {
-                        if tx.get(t.account, &name(c))? == Some(&c.to_be_bytes()[..]) {
-                            accounts += 1;
-                        }
-                    }
-                    Ok((sv, ck, accounts))
-                })?;
-                if let Ok(v) = res {
-                    break v;
                 }
-            };
+                for c in lo..hi {
+                    if tx.get(t.account, &name(c))? == Some(&c.to_be_bytes()[..]) {
+                        accounts += 1;
+                    }
+                }
+                Ok((sv, ck, accounts))
+            })?;
             let (sv, ck, accounts) = chunk;
             rows[0] += accounts;
             rows[1] += sv.len() as u64;
@@ -758,5 +777,35 @@ impl Workload for SmallBank {
             ));
         }
         Ok(bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_and_names_agree() {
+        for (i, ty) in TxType::ALL.into_iter().enumerate() {
+            assert_eq!(ty.index(), i);
+            assert_eq!(ty.name(), TYPES[i]);
+        }
+    }
+
+    #[test]
+    fn a_mix_picks_each_type_as_often_as_its_weight() {
+        for mix in [Mix::Bohm, Mix::OltpBench] {
+            let mut n = [0u32; 6];
+            for x in 0..100 {
+                n[mix.pick(x).index()] += 1;
+            }
+            assert_eq!(n, mix.weights(), "{mix:?}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "100 percent")]
+    fn a_draw_past_the_mix_is_refused() {
+        Mix::Bohm.pick(100);
     }
 }

@@ -47,7 +47,6 @@
 //! the count back when dropped); every key is present with its size.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,9 +55,10 @@ use std::time::Instant;
 use granary::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
 use serde::Serialize;
 
-use crate::driver::{load_parallel, Exec, Workload};
+use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
 use crate::zipf::{theta_for_hot_set, Zipf};
+use crate::ConfigError;
 
 /// The transaction types, in report order.
 pub const TYPES: [&str; 3] = ["read_only", "update", "long_read"];
@@ -134,7 +134,7 @@ pub enum Skew {
 /// let w = Ycsb::new(cfg)?;
 /// assert_eq!(w.theta(), 0.0);
 /// assert!(YcsbConfig::preset("nope").unwrap_err().to_string().contains("bohm-10rmw"));
-/// # Ok::<(), granary_workloads::ycsb::ConfigError>(())
+/// # Ok::<(), granary_workloads::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct YcsbConfig {
@@ -156,18 +156,6 @@ pub struct YcsbConfig {
     /// Run long read-only transactions as snapshot transactions.
     pub snapshot_long_reads: bool,
 }
-
-/// A bad YCSB configuration or an unknown preset.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl YcsbConfig {
     /// The named preset (see the module docs and [`PRESETS`]).
@@ -679,31 +667,26 @@ impl Workload for Ycsb {
         let mut lo = 0u64;
         while lo < n {
             let hi = (lo + VERIFY_CHUNK).min(n);
-            let (count, s, wrong) = loop {
-                let res = r.try_run(|tx| {
-                    let (mut count, mut s, mut wrong) = (0u64, 0u64, Vec::new());
-                    tx.scan(
-                        t,
-                        Bound::Included(&lo.to_be_bytes()[..]),
-                        Bound::Excluded(&hi.to_be_bytes()[..]),
-                        usize::MAX,
-                        false,
-                        |k, v| {
-                            count += 1;
-                            if v.len() != self.cfg.value_bytes {
-                                wrong.push(format!("key {k:?}: value of {} bytes", v.len()));
-                            } else {
-                                s = s.wrapping_add(value_counter(v));
-                            }
-                            true
-                        },
-                    )?;
-                    Ok((count, s, wrong))
-                })?;
-                if let Ok(x) = res {
-                    break x;
-                }
-            };
+            let (count, s, wrong) = run_until_committed(&mut r, |tx| {
+                let (mut count, mut s, mut wrong) = (0u64, 0u64, Vec::new());
+                tx.scan(
+                    t,
+                    Bound::Included(&lo.to_be_bytes()[..]),
+                    Bound::Excluded(&hi.to_be_bytes()[..]),
+                    usize::MAX,
+                    false,
+                    |k, v| {
+                        count += 1;
+                        if v.len() != self.cfg.value_bytes {
+                            wrong.push(format!("key {k:?}: value of {} bytes", v.len()));
+                        } else {
+                            s = s.wrapping_add(value_counter(v));
+                        }
+                        true
+                    },
+                )?;
+                Ok((count, s, wrong))
+            })?;
             if count != hi - lo {
                 bad.push(format!(
                     "keys {lo}..{hi}: {count} rows, expected {}",

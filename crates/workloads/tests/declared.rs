@@ -8,7 +8,7 @@ use std::time::Duration;
 use granary::{Database, Declared, Options, TxError};
 use granary_workloads::driver::Workload;
 use granary_workloads::fence::Fenced;
-use granary_workloads::smallbank::{SmallBank, SmallBankConfig, TYPES};
+use granary_workloads::smallbank::{SmallBank, SmallBankConfig, TxType};
 
 fn loaded() -> (Database, SmallBank) {
     let db =
@@ -20,19 +20,18 @@ fn loaded() -> (Database, SmallBank) {
 
 /// Run transaction `ty` on customers 3 and 7 through a fence; returns the
 /// undeclared accesses.
-fn outside(w: &SmallBank, db: &Database, ty: usize, d: &Declared) -> Vec<String> {
+fn outside(w: &SmallBank, db: &Database, ty: TxType, d: &Declared) -> Vec<String> {
     let mut wk = db.worker().expect("worker");
     let (a, b) = (3, 7);
     let r = wk.run(|tx| {
         let mut f = Fenced::new(tx, d);
-        let r = match TYPES[ty] {
-            "amalgamate" => w.amalgamate(&mut f, a, b).map(|_| ()),
-            "balance" => w.balance(&mut f, a).map(|_| ()),
-            "deposit_checking" => w.deposit_checking(&mut f, a, 5).map(|_| ()),
-            "send_payment" => w.send_payment(&mut f, a, b, 5).map(|_| ()),
-            "transact_savings" => w.transact_savings(&mut f, a, 5).map(|_| ()),
-            "write_check" => w.write_check(&mut f, a, 5).map(|_| ()),
-            other => panic!("unknown type {other}"),
+        let r = match ty {
+            TxType::Amalgamate => w.amalgamate(&mut f, a, b).map(|_| ()),
+            TxType::Balance => w.balance(&mut f, a).map(|_| ()),
+            TxType::DepositChecking => w.deposit_checking(&mut f, a, 5).map(|_| ()),
+            TxType::SendPayment => w.send_payment(&mut f, a, b, 5).map(|_| ()),
+            TxType::TransactSavings => w.transact_savings(&mut f, a, 5).map(|_| ()),
+            TxType::WriteCheck => w.write_check(&mut f, a, 5).map(|_| ()),
         };
         r?;
         Ok::<_, TxError>(
@@ -49,12 +48,13 @@ fn outside(w: &SmallBank, db: &Database, ty: usize, d: &Declared) -> Vec<String>
 fn smallbank_stays_within_its_declarations() {
     let (db, w) = loaded();
     let mut d = Declared::new();
-    for (ty, name) in TYPES.iter().enumerate() {
+    for ty in TxType::ALL {
         w.declare(&mut d, ty, 3, 7).expect("declare");
         let out = outside(&w, &db, ty, &d);
         assert!(
             out.is_empty(),
-            "{name} goes outside its declaration: {out:?}"
+            "{} goes outside its declaration: {out:?}",
+            ty.name()
         );
     }
 }
@@ -65,12 +65,8 @@ fn the_fence_catches_an_undeclared_write() {
     let mut d = Declared::new();
     // Declare a deposit's set, then run an amalgamate under it: its writes
     // to savings(3) and checking(7) are undeclared.
-    let deposit = TYPES
-        .iter()
-        .position(|t| *t == "deposit_checking")
-        .expect("type");
-    let amalgamate = TYPES.iter().position(|t| *t == "amalgamate").expect("type");
-    w.declare(&mut d, deposit, 3, 3).expect("declare");
-    let out = outside(&w, &db, amalgamate, &d);
+    w.declare(&mut d, TxType::DepositChecking, 3, 3)
+        .expect("declare");
+    let out = outside(&w, &db, TxType::Amalgamate, &d);
     assert!(out.iter().any(|o| o.ends_with("true)")), "{out:?}");
 }

@@ -13,6 +13,7 @@ use plotters::coord::ranged1d::{SegmentValue, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::text::GlyphText;
 
@@ -25,6 +26,8 @@ const FONT: &str = "sans-serif";
 const TITLE_PX: u32 = 28;
 const DESC_PX: u32 = 22;
 const LABEL_PX: u32 = 18;
+/// Width of the strip right of a bar chart that holds its legend, pixels.
+const BAR_LEGEND_PX: u32 = 140;
 
 /// Distinguishable colours (Tableau 10), reused in turn.
 const PALETTE: [RGBColor; 10] = [
@@ -283,15 +286,19 @@ fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) ->
         .iter()
         .map(|s| s.iter().sum::<f64>())
         .fold(100.0, f64::max);
-    // Segments over `0..n` are n + 1 (the range is taken inclusively): the
-    // spare one on the right holds the legend clear of the bars.
-    let slots = c.categories.len();
-    let mut chart = ChartBuilder::on(area)
+    // The bars fill the plot's height: the legend gets a strip of its own.
+    let (w, _) = area.dim_in_pixel();
+    let (area, side) = area.split_horizontally(w.saturating_sub(BAR_LEGEND_PX));
+    // Segments over `0..n` are n + 1 (the range is taken inclusively), so
+    // one per category is `0..categories - 1`.
+    let slots = c.categories.len().max(1);
+    let mut chart = ChartBuilder::on(&area)
         .caption(&c.title, (FONT, TITLE_PX))
         .margin(18)
+        .margin_right(0)
         .x_label_area_size(64)
         .y_label_area_size(100)
-        .build_cartesian_2d((0..slots).into_segmented(), 0.0..top * 1.05)
+        .build_cartesian_2d((0..slots - 1).into_segmented(), 0.0..top * 1.05)
         .map_err(err)?;
     let x_fmt = |v: &SegmentValue<usize>| match v {
         SegmentValue::CenterOf(i) => c.categories.get(*i).cloned().unwrap_or_default(),
@@ -304,7 +311,7 @@ fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) ->
         .bold_line_style(BLACK.mix(0.15))
         .light_line_style(BLACK.mix(0.04))
         .max_light_lines(4)
-        .x_labels(slots + 1)
+        .x_labels(slots)
         .x_desc(c.x_desc.as_str())
         .y_desc(c.y_desc.as_str())
         .axis_desc_style((FONT, DESC_PX))
@@ -313,7 +320,7 @@ fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) ->
         .y_label_formatter(&y_fmt)
         .draw()
         .map_err(err)?;
-    for (k, layer) in c.layers.iter().enumerate() {
+    for k in 0..c.layers.len() {
         let color = PALETTE[k % PALETTE.len()];
         chart
             .draw_series(c.stacks.iter().enumerate().map(|(i, stack)| {
@@ -328,11 +335,21 @@ fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) ->
                 r.set_margin(0, 0, 14, 14);
                 r
             }))
-            .map_err(err)?
-            .label(layer.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], color.filled()));
+            .map_err(err)?;
     }
-    legend(&mut chart, Corner::UpperRight)
+    // The legend's first row level with the plot's top edge.
+    let first_y = chart.plotting_area().get_pixel_range().1.start - side.get_base_pixel().1;
+    let font =
+        TextStyle::from((FONT, LABEL_PX).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    for (k, layer) in c.layers.iter().enumerate() {
+        let color = PALETTE[k % PALETTE.len()];
+        let y = first_y + 12 + k as i32 * (LABEL_PX as i32 + 8);
+        side.draw(&Rectangle::new([(12, y - 7), (28, y + 7)], color.filled()))
+            .map_err(err)?;
+        side.draw(&Text::new(layer.as_str(), (36, y), font.clone()))
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(

@@ -21,12 +21,12 @@ mod load;
 mod txns;
 mod verify;
 
-use std::fmt;
 use std::sync::atomic::AtomicU32;
 
 use granary::TableId;
 
 use crate::rng::Rng;
+use crate::ConfigError;
 
 /// Districts per warehouse (clause 1.2).
 pub const DISTRICTS: u8 = 10;
@@ -38,6 +38,8 @@ pub const ITEMS: u32 = 100_000;
 pub const ORDERS: u32 = 3000;
 /// The first loaded order still undelivered (it has a NEW-ORDER row).
 pub const FIRST_UNDELIVERED: u32 = 2101;
+/// The most warehouses [`Tpcc::new`] accepts.
+pub const MAX_WAREHOUSES: u32 = 10_000;
 
 /// Which transactions to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,26 +171,14 @@ pub struct Tpcc {
     history_base: u64,
 }
 
-/// A bad TPC-C configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 impl Tpcc {
     /// # Errors
     /// [`ConfigError`] for zero or too many warehouses or a probability out
     /// of range.
     pub fn new(cfg: TpccConfig) -> Result<Tpcc, ConfigError> {
-        if cfg.warehouses == 0 || cfg.warehouses > 10_000 {
+        if cfg.warehouses == 0 || cfg.warehouses > MAX_WAREHOUSES {
             return Err(ConfigError(format!(
-                "warehouses must be in 1..=10000, got {}",
+                "warehouses must be in 1..={MAX_WAREHOUSES}, got {}",
                 cfg.warehouses
             )));
         }

@@ -1,0 +1,79 @@
+//! `granary bench tpcc` end to end: what its errors name, and its loading
+//! progress.
+
+use std::process::{Command, Output};
+
+fn granary(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(args)
+        .output()
+        .expect("run granary")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn zero_threads_is_an_error_about_threads() {
+    let o = granary(&["bench", "tpcc", "--threads", "0"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("--threads must be at least 1, got 0"), "{err}");
+    // The warehouse count defaults to the thread count, but the user set
+    // threads.
+    assert!(!err.contains("warehouses"), "{err}");
+}
+
+#[test]
+fn too_many_threads_for_the_default_warehouses_names_both_flags() {
+    let o = granary(&["bench", "tpcc", "--threads", "10001"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("--threads 10001 needs --warehouses"), "{err}");
+}
+
+#[test]
+fn a_bad_warehouse_count_is_an_error_about_warehouses() {
+    let o = granary(&["bench", "tpcc", "--threads", "1", "--warehouses", "0"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("warehouses must be in 1..=10000, got 0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn loading_reaches_the_total_it_announces() {
+    let o = granary(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--seed",
+        "1",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    // "tpcc: loaded in S s (progress DONE/TOTAL)": the loading bar's last
+    // position and its length.
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("tpcc: loaded in "))
+        .unwrap_or_else(|| panic!("no loaded line: {err}"));
+    let figures = line
+        .split_once("(progress ")
+        .and_then(|(_, f)| f.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no progress figures: {line}"));
+    let (done, total) = figures.split_once('/').expect("DONE/TOTAL");
+    let (done, total): (u64, u64) = (done.parse().unwrap(), total.parse().unwrap());
+    assert!(total > 0, "{line}");
+    assert_eq!(done, total, "{line}");
+}
