@@ -4,7 +4,6 @@ mod bench;
 mod check;
 mod index_bench;
 mod inspect;
-mod kv;
 mod plot;
 mod recover;
 mod report;

@@ -15,12 +15,7 @@ use crate::record::Record;
 use crate::sync::{AtomicU64, Ordering};
 use crate::worker::Worker;
 
-/// The longest key granary accepts, in bytes.
-pub const MAX_KEY_BYTES: usize = 1024;
-/// The longest value granary accepts, in bytes.
-pub const MAX_VALUE_BYTES: usize = 1 << 20;
-/// The longest table name granary accepts, in bytes.
-pub const MAX_TABLE_NAME_BYTES: usize = 1024;
+pub use granary_api::{TableId, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES};
 /// The most tables one database can hold.
 pub const MAX_TABLES: usize = 4096;
 
@@ -266,18 +261,6 @@ impl Options {
     pub fn mutant_skip_read_validation(mut self, on: bool) -> Self {
         self.mutant_skip_read_validation = on;
         self
-    }
-}
-
-/// A table's handle: a small copyable id, valid for the database that
-/// created it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TableId(pub(crate) u32);
-
-impl TableId {
-    /// The table's index in its database.
-    pub fn index(self) -> u32 {
-        self.0
     }
 }
 

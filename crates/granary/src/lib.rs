@@ -39,11 +39,9 @@
 mod db;
 pub mod durable;
 mod epoch;
-mod error;
 mod gc;
-pub mod keys;
+pub mod kv;
 mod record;
-mod secondary;
 mod snapshot;
 mod sync;
 mod tid;
@@ -51,14 +49,21 @@ mod tx;
 mod txn;
 mod worker;
 
-pub use db::{
-    Database, Options, RecoveryMode, TableId, MAX_KEY_BYTES, MAX_TABLES, MAX_TABLE_NAME_BYTES,
-    MAX_VALUE_BYTES,
+/// The protocol-neutral vocabulary (`granary-api`), re-exported: Silo
+/// implements it, and a user of Silo alone needs only this crate.
+pub use granary_api::{
+    keys, ticks, AbortReason, Declared, Engine, Error, Profile, ReadOnly, SecondaryIndex, Stats,
+    TableId, Tx, TxError, TxRunner, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
-pub use error::{AbortReason, Error, TxError};
-pub use secondary::SecondaryIndex;
+
+pub use db::{Database, Options, RecoveryMode, MAX_TABLES};
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
-pub use tx::{Declared, Engine, ReadOnly, Session, Tx, TxRunner};
-pub use txn::{ticks, KeyValue, Profile, Transaction};
-pub use worker::{CommitToken, Stats, Worker};
+pub use tx::Session;
+pub use txn::{KeyValue, Transaction};
+pub use worker::{CommitToken, Worker};
+
+/// The shared vocabulary under the paths the engine's modules use.
+mod error {
+    pub use granary_api::{AbortReason, Error, TxError};
+}

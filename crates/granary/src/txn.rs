@@ -19,6 +19,8 @@ use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
 
+use granary_api::ticks;
+
 use crate::db::{Shared, Table, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage};
@@ -77,41 +79,6 @@ fn key_hash(t: TableId, key: &[u8]) -> u64 {
     }
     h = (h.rotate_left(5) ^ last ^ key.len() as u64).wrapping_mul(K);
     h
-}
-
-/// Where a worker's transaction time went, in [`ticks`], for the cost
-/// breakdown of the Silo performance study (its Fig. 2 and 4): index
-/// operations, record access (copying values in and out), and concurrency
-/// control / commit. Collected only while profiling is on
-/// ([`Worker::set_profiling`](crate::Worker::set_profiling)); when off each
-/// probe is one predictable branch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Profile {
-    /// Tree lookups, inserts and scans' leaf walks.
-    pub index: u64,
-    /// Copying record values out (reads) and into the write buffer.
-    pub record: u64,
-    /// Commit: locking, validation, TID choice, installing, unlocking.
-    pub commit: u64,
-}
-
-/// A cheap monotonic tick counter for [`Profile`]: the time-stamp counter
-/// on x86-64, nanoseconds elsewhere. Only differences are meaningful.
-#[inline]
-pub fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: RDTSC has no preconditions on x86-64.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        use std::sync::OnceLock;
-        static BASE: OnceLock<std::time::Instant> = OnceLock::new();
-        BASE.get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_nanos() as u64
-    }
 }
 
 /// Start a probe: the current ticks if profiling, else 0.

@@ -1,5 +1,6 @@
 //! Per-thread worker handles: transaction sets, garbage lists, statistics.
 
+use granary_api::{Profile, Stats};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -62,38 +63,6 @@ pub struct CommitToken {
     pub epoch: u64,
 }
 
-/// Per-worker counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Committed transactions (including read-only and snapshot ones).
-    pub commits: u64,
-    /// Conflict aborts, indexed like [`AbortReason::ALL`].
-    pub aborts: [u64; AbortReason::ALL.len()],
-    /// Transactions that ended with an error (including rollbacks).
-    pub failures: u64,
-}
-
-impl Stats {
-    /// Aborts for one reason.
-    pub fn aborts_for(&self, r: AbortReason) -> u64 {
-        self.aborts[r.index()]
-    }
-
-    /// All conflict aborts.
-    pub fn total_aborts(&self) -> u64 {
-        self.aborts.iter().sum()
-    }
-
-    /// Add another worker's counters.
-    pub fn merge(&mut self, o: &Stats) {
-        self.commits += o.commits;
-        self.failures += o.failures;
-        for (a, b) in self.aborts.iter_mut().zip(o.aborts) {
-            *a += b;
-        }
-    }
-}
-
 /// A thread's handle on the database. Runs transactions (retrying on
 /// conflict), snapshot transactions, and reclaims garbage between them.
 /// Not `Sync`: one per thread.
@@ -127,7 +96,7 @@ pub(crate) struct Core {
     pub durable_need: u64,
     /// Cost breakdown collection (off unless asked for).
     pub profiling: bool,
-    pub prof: crate::txn::Profile,
+    pub prof: Profile,
 }
 
 // SAFETY: the raw pointers a worker holds (transaction sets, garbage,
@@ -316,7 +285,7 @@ impl Worker {
 
     /// The breakdown collected since the last call (zeros if profiling is
     /// off), and reset it.
-    pub fn take_profile(&mut self) -> crate::txn::Profile {
+    pub fn take_profile(&mut self) -> Profile {
         std::mem::take(&mut self.core.prof)
     }
 

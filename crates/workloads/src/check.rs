@@ -19,7 +19,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{Engine, Error, TableId, Tx, TxError, TxRunner};
 use granary_check::History;
 
 use crate::record::{merge, RecTx, Recorder, RecordingRunner};
@@ -261,7 +261,7 @@ pub fn run_check<E: Engine>(
     })
 }
 
-fn committed_or_err<T>(r: Result<Result<T, granary::AbortReason>, Error>) -> Result<T, Error> {
+fn committed_or_err<T>(r: Result<Result<T, granary_api::AbortReason>, Error>) -> Result<T, Error> {
     match r? {
         Ok(v) => Ok(v),
         Err(last) => Err(Error::RetriesExhausted { attempts: 1, last }),

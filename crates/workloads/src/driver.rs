@@ -13,11 +13,11 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use granary::{AbortReason, Declared, Engine, Error, Tx, TxError, TxRunner};
+use granary_api::{AbortReason, Declared, Engine, Error, Tx, TxError, TxRunner};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// A benchmark workload, written once against [`granary::Tx`].
+/// A benchmark workload, written once against [`granary_api::Tx`].
 pub trait Workload: Sync {
     /// Per-thread state (random stream, home warehouse, …).
     type Thread: Send;
@@ -362,13 +362,17 @@ impl<R: TxRunner> Exec<'_, R> {
             Instant::now()
         });
         let out = loop {
-            let t0 = if self.breakdown { granary::ticks() } else { 0 };
+            let t0 = if self.breakdown {
+                granary_api::ticks()
+            } else {
+                0
+            };
             let r = match declared {
                 Some(d) => self.runner.try_run_declared(d, &mut body),
                 None => self.runner.try_run(&mut body),
             };
             if self.breakdown {
-                let spent = granary::ticks() - t0;
+                let spent = granary_api::ticks() - t0;
                 let p = self.runner.take_profile().unwrap_or_default();
                 let b = &mut self.tally.ticks[ty];
                 if matches!(r, Ok(Err(_))) {
@@ -385,13 +389,7 @@ impl<R: TxRunner> Exec<'_, R> {
                     self.tally.commits[ty] += 1;
                     break Some(v);
                 }
-                Ok(Err(reason)) => {
-                    let i = AbortReason::ALL
-                        .iter()
-                        .position(|r| *r == reason)
-                        .unwrap_or(0);
-                    self.tally.aborts[ty][i] += 1;
-                }
+                Ok(Err(reason)) => self.tally.aborts[ty][reason.index()] += 1,
                 Err(Error::RolledBack) => {
                     self.tally.user_aborts[ty] += 1;
                     break None;
@@ -660,7 +658,7 @@ pub fn run_until_committed<R: TxRunner, T>(
 }
 
 /// Something a loader inserts a row with: `(table, key, value)`.
-pub type InsertRow<'a> = dyn FnMut(granary::TableId, &[u8], &[u8]) -> Result<(), TxError> + 'a;
+pub type InsertRow<'a> = dyn FnMut(granary_api::TableId, &[u8], &[u8]) -> Result<(), TxError> + 'a;
 
 /// Load items `0..n` in parallel (up to 8 threads, each a contiguous
 /// slice), `batch` items per transaction: `rows(item, insert)` inserts

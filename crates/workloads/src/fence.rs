@@ -1,11 +1,11 @@
 //! Checking that a procedure stays within its declared read and write sets
-//! ([`granary::Declared`]): protocols that plan from declarations (BOHM)
+//! ([`granary_api::Declared`]): protocols that plan from declarations (BOHM)
 //! would silently lose an undeclared write, so every declaring workload is
 //! tested through [`Fenced`].
 
 use std::ops::Bound;
 
-use granary::{Declared, TableId, Tx, TxError};
+use granary_api::{Declared, TableId, Tx, TxError};
 
 /// A [`Tx`] that passes every operation through and records each one the
 /// declaration does not cover.

@@ -1,5 +1,5 @@
 //! granary's workloads, written once against the protocol-neutral
-//! [`granary::Tx`] interface so every protocol runs them unchanged.
+//! [`granary_api::Tx`] interface so every protocol runs them unchanged.
 //!
 //! * [`check`] — contended workloads for the serializability checker,
 //!   recorded through [`record`].
@@ -21,6 +21,7 @@ pub mod driver;
 pub mod fence;
 pub mod record;
 pub mod rng;
+pub mod silo52;
 pub mod smallbank;
 pub mod tpcc;
 pub mod ycsb;

@@ -16,7 +16,7 @@
 
 use std::ops::Bound;
 
-use granary::{AbortReason, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{AbortReason, Error, TableId, Tx, TxError, TxRunner};
 use granary_check::{History, Key, Op, Status, Txn, TxnId, VersionId};
 
 /// Keys below this fit the checker's key space next to their table.

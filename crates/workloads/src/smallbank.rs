@@ -51,7 +51,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use granary::{Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{Engine, Error, TableId, Tx, TxError, TxRunner};
 
 use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
@@ -211,7 +211,7 @@ pub struct SmallBank {
 pub struct SmallBankThread {
     rng: Rng,
     /// The running transaction's declared read and write sets.
-    declared: granary::Declared,
+    declared: granary_api::Declared,
     deltas: Vec<i64>,
     sink: Arc<Mutex<Vec<i64>>>,
 }
@@ -485,7 +485,7 @@ impl SmallBank {
     /// [`Error::InvalidOption`] before the workload is loaded.
     pub fn declare(
         &self,
-        d: &mut granary::Declared,
+        d: &mut granary_api::Declared,
         ty: TxType,
         a: u64,
         b: u64,
@@ -648,7 +648,7 @@ impl Workload for SmallBank {
     fn thread(&self, id: usize, _threads: usize, seed: u64) -> SmallBankThread {
         SmallBankThread {
             rng: Rng::new(seed, id as u64 + 1),
-            declared: granary::Declared::new(),
+            declared: granary_api::Declared::new(),
             deltas: vec![0; self.cfg.customers as usize],
             sink: Arc::clone(&self.deltas),
         }

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use granary::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
+use granary_api::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
 use serde::Serialize;
 
 use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
@@ -303,10 +303,10 @@ impl YcsbConfig {
         if self.keys == 0 {
             return err("need at least 1 key".into());
         }
-        if self.value_bytes < 8 || self.value_bytes > granary::MAX_VALUE_BYTES {
+        if self.value_bytes < 8 || self.value_bytes > granary_api::MAX_VALUE_BYTES {
             return err(format!(
                 "value size must be in 8..={} bytes (8 for the counter), got {}",
-                granary::MAX_VALUE_BYTES,
+                granary_api::MAX_VALUE_BYTES,
                 self.value_bytes
             ));
         }
@@ -425,7 +425,7 @@ pub struct YcsbThread {
     buf: Vec<u8>,
     /// The transaction's keys, declared before it runs (all YCSB keys are
     /// known from its parameters).
-    declared: granary::Declared,
+    declared: granary_api::Declared,
     rmw_ops: u64,
     sink: Arc<AtomicU64>,
 }
@@ -639,7 +639,7 @@ impl Workload for Ycsb {
             seen: HashSet::new(),
             long_keys: Vec::new(),
             buf: Vec::with_capacity(self.cfg.value_bytes),
-            declared: granary::Declared::new(),
+            declared: granary_api::Declared::new(),
             rmw_ops: 0,
             sink: Arc::clone(&self.rmw_ops),
         }

@@ -1,4 +1,4 @@
-//! TPC-C on a durable database ([`Database::open`]) that may already hold
+//! TPC-C on a durable database (e.g. `granary::Database::open`) that may already hold
 //! it: reopened after a clean close or after a crash, possibly in the
 //! middle of the load.
 //!
@@ -12,7 +12,7 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use granary::{Database, Error, TableId, TxError};
+use granary_api::{Engine, Error, TableId, Tx, TxError, TxRunner};
 
 use super::rows::key;
 use super::{load, Tables, Tpcc, DISTRICTS};
@@ -41,14 +41,14 @@ impl Tpcc {
     /// # Errors
     /// An engine error, or [`Error::InvalidOption`] if the recorded load
     /// has a different warehouse count or scale.
-    pub fn attach(&mut self, db: &Database) -> Result<bool, Error> {
+    pub fn attach<E: Engine>(&mut self, db: &E) -> Result<bool, Error> {
         let (Ok(meta), Ok(t)) = (
             db.table(META_TABLE),
             load::make_tables(|name| db.table(name)),
         ) else {
             return Ok(false);
         };
-        let mut w = db.worker()?;
+        let mut w = db.runner()?;
         let marker =
             run_until_committed(&mut w, |tx| Ok(tx.get(meta, LOADED)?.map(<[u8]>::to_vec)))?;
         let Some(v) = marker else { return Ok(false) };
@@ -79,9 +79,9 @@ impl Tpcc {
     ///
     /// # Errors
     /// An engine error, or as for [`Tpcc::attach`].
-    pub fn open_or_load(
+    pub fn open_or_load<E: Engine>(
         &mut self,
-        db: &Database,
+        db: &E,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<bool, Error> {
         if self.attach(db)? {
@@ -89,7 +89,7 @@ impl Tpcc {
         }
         let meta = db.open_table(META_TABLE)?;
         let t = load::make_tables(|name| db.open_table(name))?;
-        let mut w = db.worker()?;
+        let mut w = db.runner()?;
         for table in all(&t) {
             clear(&mut w, table)?;
         }
@@ -104,8 +104,8 @@ impl Tpcc {
 
     /// Continue after what `db` holds: history keys past the highest
     /// recorded one, FastIds past each district's highest order.
-    fn resume(&mut self, db: &Database, t: &Tables) -> Result<(), Error> {
-        let mut w = db.worker()?;
+    fn resume<E: Engine>(&mut self, db: &E, t: &Tables) -> Result<(), Error> {
+        let mut w = db.runner()?;
         let base = run_until_committed(&mut w, |tx| {
             let mut max = 0;
             tx.scan(
@@ -168,7 +168,7 @@ fn all(t: &Tables) -> [TableId; 11] {
 }
 
 /// Delete every row of `t`.
-fn clear(w: &mut granary::Worker, t: TableId) -> Result<(), Error> {
+fn clear<R: TxRunner>(w: &mut R, t: TableId) -> Result<(), Error> {
     // Resume each batch after the last key deleted: deleted rows stay in
     // the tree as absent records until collected, and rescanning them
     // from the start every batch would be quadratic.

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use granary::{Engine, Error, Tx, TxRunner};
+use granary_api::{Engine, Error, Tx, TxRunner};
 
 use super::rows::{
     key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
@@ -22,7 +22,7 @@ const BATCH: usize = 400;
 /// A batch of pending inserts, flushed as one transaction.
 struct Batch<'r, R: TxRunner> {
     runner: &'r mut R,
-    rows: Vec<(granary::TableId, Vec<u8>, Vec<u8>)>,
+    rows: Vec<(granary_api::TableId, Vec<u8>, Vec<u8>)>,
     /// Rows of `rows` that count for progress (see [`progress_total`]).
     counted: u64,
     done: &'r AtomicU64,
@@ -32,14 +32,14 @@ struct Batch<'r, R: TxRunner> {
 
 impl<R: TxRunner> Batch<'_, R> {
     /// Add a row that counts for progress.
-    fn add(&mut self, t: granary::TableId, k: &[u8], v: &[u8]) -> Result<(), Error> {
+    fn add(&mut self, t: granary_api::TableId, k: &[u8], v: &[u8]) -> Result<(), Error> {
         self.counted += 1;
         self.add_uncounted(t, k, v)
     }
 
     /// Add an order line: how many an order has is drawn at random, so
     /// they do not count for progress.
-    fn add_uncounted(&mut self, t: granary::TableId, k: &[u8], v: &[u8]) -> Result<(), Error> {
+    fn add_uncounted(&mut self, t: granary_api::TableId, k: &[u8], v: &[u8]) -> Result<(), Error> {
         self.rows.push((t, k.to_vec(), v.to_vec()));
         if self.rows.len() >= BATCH {
             self.flush()?;
@@ -86,7 +86,7 @@ pub(super) fn create_tables<E: Engine>(e: &E) -> Result<Tables, Error> {
 
 /// The tables, each made by `f(name)`.
 pub(super) fn make_tables(
-    mut f: impl FnMut(&str) -> Result<granary::TableId, Error>,
+    mut f: impl FnMut(&str) -> Result<granary_api::TableId, Error>,
 ) -> Result<Tables, Error> {
     Ok(Tables {
         warehouse: f("warehouse")?,

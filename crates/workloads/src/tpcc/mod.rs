@@ -23,7 +23,7 @@ mod verify;
 
 use std::sync::atomic::AtomicU32;
 
-use granary::TableId;
+use granary_api::TableId;
 
 use crate::rng::Rng;
 use crate::ConfigError;

@@ -7,7 +7,7 @@
 //! place, as in Silo's TPC-C. Money is integer cents; rates (tax,
 //! discount) are integer basis points (1/10 000).
 
-use granary::TxError;
+use granary_api::TxError;
 
 /// A fixed-capacity string field.
 #[derive(Clone, Copy, PartialEq, Eq)]

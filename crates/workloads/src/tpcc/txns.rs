@@ -4,7 +4,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use granary::{Engine, Error, ReadOnly, Tx, TxError, TxRunner};
+use granary_api::{Engine, Error, ReadOnly, Tx, TxError, TxRunner};
 
 use super::rows::{
     corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str,
@@ -21,7 +21,7 @@ use crate::rng::Rng;
 /// Read and decode a row that must exist.
 fn get_row<T: Tx, R>(
     tx: &mut T,
-    t: granary::TableId,
+    t: granary_api::TableId,
     k: &[u8],
     decode: impl FnOnce(&[u8]) -> Result<R, TxError>,
     what: &str,
@@ -36,7 +36,7 @@ fn get_row<T: Tx, R>(
 /// the oldest NEW-ORDER row, a customer's newest order.
 fn edge_id<T: Tx>(
     tx: &mut T,
-    t: granary::TableId,
+    t: granary_api::TableId,
     lo: &[u8],
     hi: &[u8],
     reverse: bool,
@@ -79,7 +79,7 @@ fn customer_id<T: Tx>(
         CustomerSel::Id(c) => Ok(*c),
         CustomerSel::Last(last) => {
             let lo = key::customer_name_prefix(w, d, last.as_bytes());
-            let hi = granary::keys::prefix_end(&lo);
+            let hi = granary_api::keys::prefix_end(&lo);
             ids.clear();
             let hi_b = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
             tx.scan(

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use granary::{Engine, Error, Tx, TxError};
+use granary_api::{Engine, Error, Tx, TxError};
 
 use crate::driver::run_until_committed;
 

@@ -1,6 +1,7 @@
-//! Secondary indexes (Silo §4.7): to the commit protocol they are just
+//! Secondary indexes (Silo §4.7): to the concurrency control they are just
 //! more tables, changed inside the transaction that changes the primary
-//! row, so they are validated like everything else.
+//! row, so every design protects them like everything else. Written
+//! against [`Tx`] and [`Engine`], so they work on any design.
 //!
 //! An index table's keys are `escaped(secondary key) ++ primary key` with
 //! empty values, so many rows may share a secondary key and a lookup is a
@@ -9,29 +10,30 @@
 
 use std::ops::Bound;
 
-use crate::db::{Database, TableId};
 use crate::error::{Error, TxError};
 use crate::keys::{escape_into, prefix_end};
-use crate::txn::Transaction;
+use crate::{Engine, TableId, Tx};
 
 /// A non-unique secondary index: secondary key → primary keys.
 ///
 /// ```
-/// use granary::{Database, Options, SecondaryIndex};
-/// let db = Database::new(Options::default())?;
-/// let customers = db.create_table("customer")?;
-/// let by_name = SecondaryIndex::create(&db, "customer_by_last")?;
-/// let mut w = db.worker()?;
-/// w.run(|tx| {
-///     tx.put(customers, b"c1", b"SMITH,Ann")?;
-///     by_name.insert(tx, b"SMITH", b"c1")?;
-///     tx.put(customers, b"c2", b"SMITH,Bob")?;
-///     by_name.insert(tx, b"SMITH", b"c2")
-/// })?;
-/// let pks = w.run(|tx| by_name.lookup(tx, b"SMITH", 10))?;
-/// assert_eq!(pks, vec![b"c1".to_vec(), b"c2".to_vec()]);
-/// # Ok::<(), granary::Error>(())
+/// use granary_api::{SecondaryIndex, TableId, Tx, TxError};
+///
+/// /// Add a customer and index it by last name, in one transaction.
+/// fn add<T: Tx>(tx: &mut T, customers: TableId, by_name: SecondaryIndex,
+///               id: &[u8], last: &[u8], row: &[u8]) -> Result<(), TxError> {
+///     tx.put(customers, id, row)?;
+///     by_name.insert(tx, last, id)
+/// }
+///
+/// /// The ids of up to 10 customers named `last`, in id order.
+/// fn named<T: Tx>(tx: &mut T, by_name: SecondaryIndex, last: &[u8])
+///     -> Result<Vec<Vec<u8>>, TxError> {
+///     by_name.lookup(tx, last, 10)
+/// }
 /// ```
+///
+/// (`granary::SecondaryIndex` is this type; its tests run it on Silo.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SecondaryIndex {
     table: TableId,
@@ -41,8 +43,8 @@ impl SecondaryIndex {
     /// Create the index's table.
     ///
     /// # Errors
-    /// As for [`Database::create_table`].
-    pub fn create(db: &Database, name: &str) -> Result<SecondaryIndex, Error> {
+    /// As for [`Engine::create_table`].
+    pub fn create<E: Engine>(db: &E, name: &str) -> Result<SecondaryIndex, Error> {
         Ok(SecondaryIndex {
             table: db.create_table(name)?,
         })
@@ -52,7 +54,7 @@ impl SecondaryIndex {
     ///
     /// # Errors
     /// [`Error::UnknownTable`].
-    pub fn open(db: &Database, name: &str) -> Result<SecondaryIndex, Error> {
+    pub fn open<E: Engine>(db: &E, name: &str) -> Result<SecondaryIndex, Error> {
         Ok(SecondaryIndex {
             table: db.table(name)?,
         })
@@ -73,26 +75,26 @@ impl SecondaryIndex {
     /// Map `sk → pk` (idempotent).
     ///
     /// # Errors
-    /// As for [`Transaction::put`].
-    pub fn insert(&self, tx: &mut Transaction<'_>, sk: &[u8], pk: &[u8]) -> Result<(), TxError> {
+    /// As for [`Tx::put`].
+    pub fn insert<T: Tx>(&self, tx: &mut T, sk: &[u8], pk: &[u8]) -> Result<(), TxError> {
         tx.put(self.table, &Self::entry(sk, pk), b"")
     }
 
     /// Remove `sk → pk`; returns whether it was there.
     ///
     /// # Errors
-    /// As for [`Transaction::delete`].
-    pub fn remove(&self, tx: &mut Transaction<'_>, sk: &[u8], pk: &[u8]) -> Result<bool, TxError> {
+    /// As for [`Tx::delete`].
+    pub fn remove<T: Tx>(&self, tx: &mut T, sk: &[u8], pk: &[u8]) -> Result<bool, TxError> {
         tx.delete(self.table, &Self::entry(sk, pk))
     }
 
     /// Up to `limit` primary keys for `sk`, in primary-key order.
     ///
     /// # Errors
-    /// As for [`Transaction::scan`].
-    pub fn lookup(
+    /// As for [`Tx::scan`].
+    pub fn lookup<T: Tx>(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut T,
         sk: &[u8],
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, TxError> {

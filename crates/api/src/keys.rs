@@ -8,7 +8,7 @@
 //!   extensions and fields after it stay aligned.
 //!
 //! ```
-//! use granary::keys::{Key, KeyReader};
+//! use granary_api::keys::{Key, KeyReader};
 //! let a = Key::new().u32(1).str("smith").u64(7).finish();
 //! let b = Key::new().u32(1).str("smithe").u64(0).finish();
 //! assert!(a < b);
@@ -70,7 +70,9 @@ impl Key {
     }
 }
 
-pub(crate) fn escape_into(out: &mut Vec<u8>, b: &[u8]) {
+/// Append `b` as a string field: each `0x00` escaped as `0x00 0xFF`, then
+/// the terminator `0x00 0x00` (what [`Key::bytes`] appends).
+pub fn escape_into(out: &mut Vec<u8>, b: &[u8]) {
     for &c in b {
         out.push(c);
         if c == 0 {

@@ -1,5 +1,6 @@
-//! `bench ycsb --engine kv`: the paper's Key-Value baseline (Silo §5.2) as
-//! a [`granary::Engine`], so the shared driver runs it like any protocol.
+//! The paper's Key-Value baseline (Silo §5.2, `granary bench ycsb
+//! --engine kv`) as an [`Engine`], so the shared driver runs it like any
+//! protocol.
 //!
 //! A "transaction" here is just its body run once against the bare index:
 //! [`Tx::get`] is [`Worker::kv_get`] and [`Tx::put`] is [`Worker::kv_put`],
@@ -10,9 +11,9 @@
 
 use std::ops::Bound;
 
-use granary::{
-    AbortReason, Database, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner, Worker,
-};
+use granary_api::{AbortReason, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner};
+
+use crate::{Database, Worker};
 
 /// The bare index of a [`Database`], without transactions.
 pub struct KvEngine<'a>(pub &'a Database);
@@ -22,6 +23,10 @@ impl Engine for KvEngine<'_> {
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
         self.0.create_table(name)
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.0.table(name)
     }
 
     fn runner(&self) -> Result<KvRunner, Error> {

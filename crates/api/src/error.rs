@@ -1,11 +1,11 @@
-//! Errors and abort reasons.
+//! Errors and abort reasons, shared by every design.
 //!
-//! A conflict is an outcome, not an error: [`Worker::try_run`] returns
+//! A conflict is an outcome, not an error: [`TxRunner::try_run`] returns
 //! `Result<Result<T, AbortReason>, Error>`, keeping "retry me" apart from
 //! "something is wrong". Inside a transaction body both travel as
 //! [`TxError`] so `?` works on every operation.
 //!
-//! [`Worker::try_run`]: crate::Worker::try_run
+//! [`TxRunner::try_run`]: crate::TxRunner::try_run
 
 use std::fmt;
 
@@ -23,18 +23,33 @@ pub enum AbortReason {
     /// A record this transaction writes was superseded before it could
     /// lock it.
     WriteValidation,
+    /// A lock this transaction needed was held by another one, and the
+    /// protocol does not wait (no-wait 2PL, Partitioned-Store's try).
+    LockConflict,
+    /// Another transaction committed a newer version of a key this one
+    /// writes (first-committer-wins: Snapshot Isolation, Hekaton).
+    WriteConflict,
+    /// A transaction whose uncommitted version this one read (a commit
+    /// dependency, Hekaton) aborted.
+    CommitDependency,
 }
 
 impl AbortReason {
     /// Every reason, in a fixed order (for counters and reports).
-    pub const ALL: [AbortReason; 4] = [
+    pub const ALL: [AbortReason; 7] = [
         AbortReason::ReadValidation,
         AbortReason::ReadLocked,
         AbortReason::NodeValidation,
         AbortReason::WriteValidation,
+        AbortReason::LockConflict,
+        AbortReason::WriteConflict,
+        AbortReason::CommitDependency,
     ];
 
-    pub(crate) fn index(self) -> usize {
+    /// This reason's position in [`AbortReason::ALL`] (for counters
+    /// indexed by reason).
+    #[inline]
+    pub fn index(self) -> usize {
         self as usize
     }
 
@@ -45,9 +60,21 @@ impl AbortReason {
             AbortReason::ReadLocked => "read_locked",
             AbortReason::NodeValidation => "node_validation",
             AbortReason::WriteValidation => "write_validation",
+            AbortReason::LockConflict => "lock_conflict",
+            AbortReason::WriteConflict => "write_conflict",
+            AbortReason::CommitDependency => "commit_dependency",
         }
     }
 }
+
+// `index` is the position in `ALL`.
+const _: () = {
+    let mut i = 0;
+    while i < AbortReason::ALL.len() {
+        assert!(AbortReason::ALL[i] as usize == i);
+        i += 1;
+    }
+};
 
 impl fmt::Display for AbortReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -108,9 +135,8 @@ pub enum Error {
     /// A file (or the end of one) that the durable state needs is gone:
     /// recovery would lose acknowledged data, so it stops. `path` names the
     /// file, or the directory it belongs in; `what` says what is gone and
-    /// why it is needed. [`RecoveryMode::Salvage`] recovers what survives.
-    ///
-    /// [`RecoveryMode::Salvage`]: crate::RecoveryMode::Salvage
+    /// why it is needed. granary's `RecoveryMode::Salvage` recovers what
+    /// survives.
     Missing {
         path: std::path::PathBuf,
         what: String,
@@ -121,7 +147,8 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn storage(what: &str, path: &std::path::Path, source: std::io::Error) -> Error {
+    /// [`Error::Storage`]: `what` (e.g. "write pepoch") failed on `path`.
+    pub fn storage(what: &str, path: &std::path::Path, source: std::io::Error) -> Error {
         Error::Storage {
             what: what.to_string(),
             path: path.to_path_buf(),

@@ -1,0 +1,81 @@
+//! granary-api: the protocol-neutral vocabulary of granary.
+//!
+//! granary runs several concurrency-control designs (Silo, and the rivals
+//! and baselines of its papers) on the same workloads, checked and measured
+//! side by side. Each design is its own module behind the traits here, and
+//! the workloads, the history recorder and the isolation tests are written
+//! once against them. This crate depends on nothing: a design depends on
+//! it, the index (`granary-index`) and shared reclamation, never on
+//! another design.
+//!
+//! * [`Tx`]: the operations of a one-shot procedure (get, put, insert,
+//!   delete, scan) over byte keys and values in tables ([`TableId`]);
+//!   [`ReadOnly`]: the object-safe read side.
+//! * [`TxRunner`]: how a worker thread runs a procedure once, with its
+//!   counters ([`Stats`], an optional [`Profile`]); [`Engine`]: a database
+//!   running some design, making tables and runners.
+//! * [`Declared`]: a procedure's read and write sets, for designs that plan
+//!   or lock up front.
+//! * [`Error`], [`TxError`] and [`AbortReason`]: failures are errors,
+//!   conflicts are outcomes, counted by reason.
+//! * [`keys`]: order-preserving composite keys; [`SecondaryIndex`]: a
+//!   non-unique secondary index as a table of its own.
+//!
+//! ```
+//! use granary_api::{Engine, Tx, TxError, TxRunner};
+//!
+//! /// Move `amount` from `a` to `b`, on any design.
+//! fn transfer<E: Engine>(db: &E, t: granary_api::TableId, a: &[u8], b: &[u8], amount: u64)
+//!     -> Result<(), granary_api::Error> {
+//!     let mut w = db.runner()?;
+//!     loop {
+//!         let r = w.try_run(|tx| {
+//!             let get = |v: Option<&[u8]>| v.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
+//!             let x = get(tx.get(t, a)?);
+//!             tx.put(t, a, &(x - amount).to_be_bytes())?;
+//!             let y = get(tx.get(t, b)?);
+//!             tx.put(t, b, &(y + amount).to_be_bytes())
+//!         })?;
+//!         if r.is_ok() {
+//!             return Ok(()); // committed; Err(reason) would be a conflict: retry
+//!         }
+//!     }
+//! }
+//! ```
+#![deny(unsafe_code)]
+
+mod error;
+pub mod keys;
+mod secondary;
+mod stats;
+mod tx;
+
+pub use error::{AbortReason, Error, TxError};
+pub use secondary::SecondaryIndex;
+pub use stats::{ticks, Profile, Stats};
+pub use tx::{Declared, Engine, ReadOnly, Tx, TxRunner};
+
+/// The longest key every design accepts, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// The longest value every design accepts, in bytes.
+pub const MAX_VALUE_BYTES: usize = 1 << 20;
+/// The longest table name every design accepts, in bytes.
+pub const MAX_TABLE_NAME_BYTES: usize = 1024;
+
+/// A table's handle: a small copyable id, valid for the database that
+/// created it. A design numbers its tables `0, 1, 2, …` in creation order
+/// and makes ids with [`TableId::new`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId(pub u32);
+
+impl TableId {
+    /// The id of the `index`th table created.
+    pub const fn new(index: u32) -> TableId {
+        TableId(index)
+    }
+
+    /// The table's index in its database.
+    pub const fn index(self) -> u32 {
+        self.0
+    }
+}

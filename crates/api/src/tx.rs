@@ -1,0 +1,364 @@
+//! The protocol-neutral transaction interface.
+//!
+//! Workloads, the history recorder and the isolation tests are written once
+//! against [`Tx`] (the operations a one-shot procedure performs) and
+//! [`TxRunner`] (how a worker thread runs a procedure once), made by an
+//! [`Engine`], so that every concurrency-control design granary carries
+//! can run them unchanged (DESIGN.md, "The one interface every protocol
+//! implements"). Each design implements these traits in its own module;
+//! Silo's are `granary::{Transaction, Worker, Database}`.
+//!
+//! Generic code (`T: Tx`) is monomorphized; nothing here is `dyn`.
+
+use std::ops::Bound;
+
+use crate::error::{AbortReason, Error, TxError};
+use crate::stats::{Profile, Stats};
+use crate::TableId;
+
+/// The operations of a transaction over byte keys and values.
+///
+/// Every operation may fail with [`TxError::Conflict`] (the attempt is
+/// doomed and will roll back) or [`TxError::Failed`] (bad input, such as an
+/// oversized key, or a user error).
+pub trait Tx {
+    /// Read `key`. The slice is valid until the next operation.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError>;
+
+    /// As [`Tx::get`], but the value may be cut to its first `max_bytes`
+    /// (Silo's `max_bytes_read`), for callers that need only a leading
+    /// field. It is the same read for concurrency control; an engine may
+    /// simply copy less. The default reads the whole value and cuts it.
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    fn get_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        Ok(self.get(t, key)?.map(|v| &v[..v.len().min(max_bytes)]))
+    }
+
+    /// Write `key → value`, inserting the key if absent.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError>;
+
+    /// Insert `key → value`; [`Error::KeyExists`] if present.
+    ///
+    /// # Errors
+    /// A conflict, [`Error::KeyExists`], or a typed error for bad input.
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError>;
+
+    /// Delete `key`; returns whether it was present.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError>;
+
+    /// Visit up to `limit` rows with keys within `lo..hi`, ascending (or
+    /// descending if `reverse`); `f` returns false to stop. The range is
+    /// protected against phantoms.
+    ///
+    /// # Errors
+    /// A conflict, or a typed error for bad input.
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError>;
+}
+
+/// Reads only, object-safe: one read-only body can run as a regular
+/// transaction (every [`Tx`] is one) or against a snapshot
+/// ([`TxRunner::snapshot_read`]).
+pub trait ReadOnly {
+    /// As [`Tx::get`].
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError>;
+
+    /// As [`Tx::get_prefix`]. The default reads the whole value and cuts
+    /// it.
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    fn read_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        Ok(self.read(t, key)?.map(|v| &v[..v.len().min(max_bytes)]))
+    }
+
+    /// As [`Tx::scan`], with a `dyn` visitor.
+    ///
+    /// # Errors
+    /// As [`Tx::scan`].
+    fn read_range(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError>;
+}
+
+impl<T: Tx> ReadOnly for T {
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.get(t, key)
+    }
+
+    fn read_prefix(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        max_bytes: usize,
+    ) -> Result<Option<&[u8]>, TxError> {
+        self.get_prefix(t, key, max_bytes)
+    }
+
+    fn read_range(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError> {
+        self.scan(t, lo, hi, limit, reverse, f)
+    }
+}
+
+/// A procedure's read and write sets, declared before it runs when its
+/// parameters determine them (DESIGN.md: BOHM plans transactions from
+/// their write sets, BOHM §3; ordered 2PL locks them up front). Protocols
+/// that execute optimistically (Silo) ignore them. Reusable: [`clear`]
+/// keeps the buffers.
+///
+/// [`clear`]: Declared::clear
+#[derive(Clone, Debug, Default)]
+pub struct Declared {
+    keys: Vec<u8>,
+    /// (table, offset, length, is_write)
+    entries: Vec<(TableId, u32, u32, bool)>,
+}
+
+impl Declared {
+    /// An empty declaration.
+    pub fn new() -> Declared {
+        Declared::default()
+    }
+
+    /// Forget every entry (keeping the buffers).
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.entries.clear();
+    }
+
+    fn push(&mut self, t: TableId, key: &[u8], write: bool) -> &mut Self {
+        let at = self.keys.len() as u32;
+        self.keys.extend_from_slice(key);
+        self.entries.push((t, at, key.len() as u32, write));
+        self
+    }
+
+    /// Declare that the procedure reads `key`.
+    pub fn read(&mut self, t: TableId, key: &[u8]) -> &mut Self {
+        self.push(t, key, false)
+    }
+
+    /// Declare that the procedure writes (puts, inserts or deletes) `key`.
+    pub fn write(&mut self, t: TableId, key: &[u8]) -> &mut Self {
+        self.push(t, key, true)
+    }
+
+    fn entries(&self, write: bool) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .filter(move |e| e.3 == write)
+            .map(|&(t, at, n, _)| (t, &self.keys[at as usize..(at + n) as usize]))
+    }
+
+    /// The declared reads.
+    pub fn reads(&self) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
+        self.entries(false)
+    }
+
+    /// The declared writes.
+    pub fn writes(&self) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
+        self.entries(true)
+    }
+
+    /// Whether `key` is declared as read (or written: a write may read).
+    pub fn covers_read(&self, t: TableId, key: &[u8]) -> bool {
+        self.reads()
+            .chain(self.writes())
+            .any(|(u, k)| u == t && k == key)
+    }
+
+    /// Whether `key` is declared as written.
+    pub fn covers_write(&self, t: TableId, key: &[u8]) -> bool {
+        self.writes().any(|(u, k)| u == t && k == key)
+    }
+}
+
+/// A worker thread's handle for running one-shot procedures under some
+/// concurrency-control protocol.
+pub trait TxRunner {
+    /// The transaction type procedures are handed.
+    type Tx<'a>: Tx
+    where
+        Self: 'a;
+
+    /// Run `body` once: `Ok(Ok(v))` committed, `Ok(Err(reason))` conflicted
+    /// and rolled back (the caller may retry), `Err(e)` failed.
+    ///
+    /// # Errors
+    /// Whatever the body failed with, checked to come from a consistent
+    /// state.
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Self::Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error>;
+
+    /// As [`try_run`](TxRunner::try_run), for a procedure whose read and
+    /// write sets are declared up front. The body must stay within them.
+    /// The default (Silo's) ignores the declaration.
+    ///
+    /// # Errors
+    /// As for `try_run`.
+    fn try_run_declared<T>(
+        &mut self,
+        declared: &Declared,
+        body: impl FnOnce(&mut Self::Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let _ = declared;
+        self.try_run(body)
+    }
+
+    /// The protocol's commit-order key of this worker's last committed
+    /// transaction that wrote something: for Silo, its TID. For any one
+    /// key, the commit keys of its successive writers increase.
+    fn last_commit_key(&self) -> u64;
+
+    /// Counters since the runner was created (or last reset).
+    fn stats(&self) -> &Stats;
+
+    /// Start (or stop) collecting a cost breakdown. Protocols without
+    /// instrumentation ignore it.
+    fn set_profiling(&mut self, _on: bool) {}
+
+    /// The breakdown since the last call, reset; `None` if the protocol
+    /// does not collect one.
+    fn take_profile(&mut self) -> Option<Profile> {
+        None
+    }
+
+    /// For a durable engine that does not wait at commit: the persistent
+    /// epoch that acknowledges the last committed transaction (see
+    /// [`Engine::durable_epoch`]). 0 when there is nothing to wait for.
+    fn durable_token(&self) -> u64 {
+        0
+    }
+
+    /// Run a read-only body against a consistent snapshot (Silo §4.9: it
+    /// never aborts). Protocols without snapshots run it as a regular
+    /// transaction, retried on conflict.
+    ///
+    /// # Errors
+    /// Whatever the body failed with.
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error>;
+}
+
+/// A database running some protocol: makes tables and per-thread runners.
+pub trait Engine: Sync {
+    /// A worker thread's runner.
+    type Runner: TxRunner + Send;
+
+    /// Create a table; [`Error::TableExists`] if the name is taken.
+    ///
+    /// # Errors
+    /// As the protocol's own `create_table`.
+    fn create_table(&self, name: &str) -> Result<TableId, Error>;
+
+    /// The existing table `name`; [`Error::UnknownTable`] if there is none
+    /// (a durable engine recovers its tables before it is opened).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`].
+    fn table(&self, name: &str) -> Result<TableId, Error>;
+
+    /// The table `name`, created if it does not exist yet.
+    ///
+    /// # Errors
+    /// As [`Engine::create_table`].
+    fn open_table(&self, name: &str) -> Result<TableId, Error> {
+        match self.table(name) {
+            Err(Error::UnknownTable(_)) => match self.create_table(name) {
+                // Created meanwhile by another thread.
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+            r => r,
+        }
+    }
+
+    /// A runner for the calling thread.
+    ///
+    /// # Errors
+    /// [`Error::TooManyWorkers`] past the protocol's limit.
+    fn runner(&self) -> Result<Self::Runner, Error>;
+
+    /// For a durable engine: the persistent epoch now (a transaction is
+    /// durable once this reaches its [`TxRunner::durable_token`]). `None`
+    /// for an in-memory engine.
+    fn durable_epoch(&self) -> Option<u64> {
+        None
+    }
+
+    /// For a durable engine: log bytes written so far.
+    fn log_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_sets() {
+        let (a, b) = (TableId(0), TableId(1));
+        let mut d = Declared::new();
+        d.read(a, b"x").write(b, b"yy").read(a, b"");
+        assert_eq!(
+            d.reads().collect::<Vec<_>>(),
+            [(a, &b"x"[..]), (a, &b""[..])]
+        );
+        assert_eq!(d.writes().collect::<Vec<_>>(), [(b, &b"yy"[..])]);
+        assert!(d.covers_read(b, b"yy"), "a declared write may be read");
+        assert!(!d.covers_write(a, b"x"));
+        assert!(!d.covers_read(a, b"yy"), "tables are part of the key");
+        d.clear();
+        assert_eq!(d.reads().count() + d.writes().count(), 0);
+    }
+}
