@@ -1,17 +1,11 @@
 //! `granary plot` end to end: synthetic result files in, PNG and SVG out.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
-
-/// A fresh directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("granary-plot-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
 
 /// TPC-C's transaction types, in the order `granary bench tpcc` reports them.
 const TPCC_TYPES: [&str; 5] = [
@@ -357,4 +351,8 @@ fn draws_text_without_fontconfig() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_chart(&out, "throughput", &["throughput (txn/s)"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn scratch(test: &str) -> PathBuf {
+    common::scratch("plot", test)
 }

@@ -4,30 +4,14 @@
 //! salvage recovers a copy that opens strictly, reports the epochs lost,
 //! and leaves the original untouched.
 
+mod common;
+use common::{granary, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use granary::{Database, Options};
 use serde_json::Value;
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("granary-recover-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-fn granary(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_granary"))
-        .args(args)
-        .output()
-        .expect("run granary")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
@@ -174,4 +158,8 @@ fn inspect_and_recover_a_cut_log() {
     assert_eq!(r.status.code(), Some(2));
     assert!(text(&r.stderr).contains("not an empty directory"));
     let _ = std::fs::remove_dir_all(&base);
+}
+
+fn scratch(test: &str) -> PathBuf {
+    common::scratch("recover", test)
 }

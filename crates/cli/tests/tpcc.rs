@@ -1,14 +1,10 @@
 //! `granary bench tpcc` end to end: what its errors name, and its loading
 //! progress.
 
-use std::process::{Command, Output};
+mod common;
+use common::granary;
 
-fn granary(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_granary"))
-        .args(args)
-        .output()
-        .expect("run granary")
-}
+use std::process::Output;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -1,28 +1,12 @@
 //! `granary bench ycsb` end to end: its flags, its printed lines and the
 //! JSON keys scripts rely on (`.ci/run`, docs/BENCHMARKS.md).
 
+mod common;
+use common::{granary, text};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("granary-ycsb-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-fn granary(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_granary"))
-        .args(args)
-        .output()
-        .expect("run granary")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn number(v: &Value, path: &str) -> f64 {
     let mut at = v;
@@ -228,4 +212,8 @@ fn durable_run_logs_reports_and_recovers() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--durable runs the silo engine only"));
+}
+
+fn scratch(test: &str) -> PathBuf {
+    common::scratch("ycsb", test)
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Rng, TempDir};
-use granary::{Database, Error, Options, RecoveryMode, TableId};
+use granary::{Database, Error, Options, RecoveryMode};
 
 const ACCOUNTS: u64 = 64;
 const START: u64 = 1_000;
@@ -39,40 +39,11 @@ struct State {
     receipts: BTreeMap<u64, Vec<u64>>,
 }
 
-fn tables(db: &Database) -> (TableId, TableId) {
-    (
-        db.open_table("accounts").unwrap(),
-        db.open_table("receipts").unwrap(),
-    )
-}
-
 fn read_state(db: &Database) -> State {
-    let (acc, rec) = tables(db);
-    let mut w = db.worker().unwrap();
-    let all = |t: TableId, w: &mut granary::Worker| {
-        w.run(|tx| {
-            tx.scan_collect(
-                t,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                usize::MAX,
-                false,
-            )
-        })
-        .unwrap()
-    };
-    let accounts = all(acc, &mut w);
-    let total = accounts.iter().map(|(_, v)| common::dec(v)).sum();
-    let mut receipts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for (k, _) in all(rec, &mut w) {
-        receipts
-            .entry(common::dec(&k[..8]))
-            .or_default()
-            .push(common::dec(&k[8..]));
-    }
+    let (accounts, total, receipts) = common::bank::state(db);
     State {
         total,
-        accounts: accounts.len(),
+        accounts,
         receipts,
     }
 }
@@ -82,7 +53,7 @@ fn read_state(db: &Database) -> State {
 /// acknowledged receipt count.
 fn make_bank(dir: &Path, seed: u64) -> BTreeMap<u64, u64> {
     let db = Database::open(dir, opts()).unwrap();
-    let (acc, rec) = tables(&db);
+    let (acc, rec) = common::bank::tables(&db);
     let mut w = db.worker().unwrap();
     for a in 0..ACCOUNTS {
         w.run(|tx| tx.put(acc, &common::enc(a), &common::enc(START)))
@@ -101,18 +72,8 @@ fn make_bank(dir: &Path, seed: u64) -> BTreeMap<u64, u64> {
                     while !stop.load(Ordering::Relaxed) {
                         let (a, b) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
                         let amount = rng.below(50);
-                        w.run(|tx| {
-                            let va = common::dec(tx.get(acc, &common::enc(a))?.unwrap());
-                            let vb = common::dec(tx.get(acc, &common::enc(b))?.unwrap());
-                            if a != b && va >= amount {
-                                tx.put(acc, &common::enc(a), &common::enc(va - amount))?;
-                                tx.put(acc, &common::enc(b), &common::enc(vb + amount))?;
-                            }
-                            let mut k = common::enc(id).to_vec();
-                            k.extend_from_slice(&common::enc(n));
-                            tx.put(rec, &k, b"r")
-                        })
-                        .unwrap();
+                        w.run(|tx| common::bank::transfer(tx, (acc, rec), id, n, a, b, amount))
+                            .unwrap();
                         // Durable when `run` returns (wait_for_durable).
                         n += 1;
                     }

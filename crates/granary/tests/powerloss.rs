@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use common::{Rng, TempDir};
 use granary::durable::crashsim::{self, Op};
-use granary::{Database, Options, TableId};
+use granary::{Database, Options};
 
 const ACCOUNTS: u64 = 32;
 const START: u64 = 1_000;
@@ -189,18 +189,11 @@ impl Disk {
 
 // ------------------------------------------------------------- the bank
 
-fn tables(db: &Database) -> (TableId, TableId) {
-    (
-        db.open_table("accounts").unwrap(),
-        db.open_table("receipts").unwrap(),
-    )
-}
-
 /// Run transfers on `WORKERS` threads, each marking its acknowledged
 /// receipts (numbered from `first[worker]`), while `during` runs; returns
 /// each worker's next receipt number.
 fn bank(db: &Database, seed: u64, first: &[u64], during: impl FnOnce()) -> Vec<u64> {
-    let (acc, rec) = tables(db);
+    let tables = common::bank::tables(db);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..WORKERS)
@@ -213,18 +206,8 @@ fn bank(db: &Database, seed: u64, first: &[u64], during: impl FnOnce()) -> Vec<u
                     while !stop.load(Ordering::Relaxed) {
                         let (a, b) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
                         let amount = rng.below(30);
-                        w.run(|tx| {
-                            let va = common::dec(tx.get(acc, &common::enc(a))?.unwrap());
-                            let vb = common::dec(tx.get(acc, &common::enc(b))?.unwrap());
-                            if a != b && va >= amount {
-                                tx.put(acc, &common::enc(a), &common::enc(va - amount))?;
-                                tx.put(acc, &common::enc(b), &common::enc(vb + amount))?;
-                            }
-                            let mut k = common::enc(id).to_vec();
-                            k.extend_from_slice(&common::enc(n));
-                            tx.put(rec, &k, b"r")
-                        })
-                        .unwrap();
+                        w.run(|tx| common::bank::transfer(tx, tables, id, n, a, b, amount))
+                            .unwrap();
                         // Durable: `run` waits for it.
                         crashsim::mark(mark(id, n));
                         n += 1;
@@ -241,38 +224,16 @@ fn bank(db: &Database, seed: u64, first: &[u64], during: impl FnOnce()) -> Vec<u
 
 /// Check the recovered database against the acknowledged marks.
 fn check(db: &Database, acked: &BTreeSet<u64>, ctx: &str) {
-    let (acc, rec) = tables(db);
-    let mut w = db.worker().unwrap();
-    let all = |t: TableId, w: &mut granary::Worker| {
-        w.run(|tx| {
-            tx.scan_collect(
-                t,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                usize::MAX,
-                false,
-            )
-        })
-        .unwrap()
-    };
-    let accounts = all(acc, &mut w);
-    if accounts.is_empty() {
+    let (accounts, total, receipts) = common::bank::state(db);
+    if accounts == 0 {
         assert!(
             acked.is_empty(),
             "{ctx}: the accounts are gone, {} acked",
             acked.len()
         );
     } else {
-        assert_eq!(accounts.len() as u64, ACCOUNTS, "{ctx}: accounts");
-        let total: u64 = accounts.iter().map(|(_, v)| common::dec(v)).sum();
+        assert_eq!(accounts as u64, ACCOUNTS, "{ctx}: accounts");
         assert_eq!(total, ACCOUNTS * START, "{ctx}: the bank total");
-    }
-    let mut receipts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for (k, _) in all(rec, &mut w) {
-        receipts
-            .entry(common::dec(&k[..8]))
-            .or_default()
-            .push(common::dec(&k[8..]));
     }
     for (id, seqs) in &receipts {
         let k = seqs.len() as u64;
@@ -283,7 +244,7 @@ fn check(db: &Database, acked: &BTreeSet<u64>, ctx: &str) {
     }
     for &m in acked {
         if m == LOADED {
-            assert!(!accounts.is_empty(), "{ctx}: the acknowledged load is gone");
+            assert!(accounts > 0, "{ctx}: the acknowledged load is gone");
             continue;
         }
         let (id, n) = (m >> 32, m & 0xFFFF_FFFF);
@@ -304,7 +265,7 @@ fn journaled_run(dir: &Path, seed: u64) -> Vec<Op> {
     let mut next = vec![0; WORKERS as usize];
     {
         let db = Database::open(dir, opts()).unwrap();
-        let (acc, _) = tables(&db);
+        let (acc, _) = common::bank::tables(&db);
         db.worker()
             .unwrap()
             .run(|tx| {

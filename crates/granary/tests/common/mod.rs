@@ -90,3 +90,73 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Every row of table `t`, in key order, read in one transaction.
+pub fn rows(w: &mut granary::Worker, t: granary::TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
+    w.run(|tx| {
+        tx.scan_collect(
+            t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            usize::MAX,
+            false,
+        )
+    })
+    .unwrap()
+}
+
+/// A bank of the durability tests: `accounts` (8-byte big-endian account
+/// → u64 balance) and `receipts` (worker ++ sequence, both u64
+/// big-endian → "r"), one receipt per acknowledged transfer.
+pub mod bank {
+    use std::collections::BTreeMap;
+
+    use granary::{Database, TableId, Tx, TxError};
+
+    use super::{dec, enc};
+
+    /// The bank's (accounts, receipts) tables, created if new.
+    pub fn tables(db: &Database) -> (TableId, TableId) {
+        (
+            db.open_table("accounts").unwrap(),
+            db.open_table("receipts").unwrap(),
+        )
+    }
+
+    /// Move `amount` from `a` to `b` if `a` has it, and write receipt `n`
+    /// of worker `id` either way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn transfer<T: Tx>(
+        tx: &mut T,
+        (acc, rec): (TableId, TableId),
+        id: u64,
+        n: u64,
+        a: u64,
+        b: u64,
+        amount: u64,
+    ) -> Result<(), TxError> {
+        let va = dec(tx.get(acc, &enc(a))?.expect("account"));
+        let vb = dec(tx.get(acc, &enc(b))?.expect("account"));
+        if a != b && va >= amount {
+            tx.put(acc, &enc(a), &enc(va - amount))?;
+            tx.put(acc, &enc(b), &enc(vb + amount))?;
+        }
+        let mut k = enc(id).to_vec();
+        k.extend_from_slice(&enc(n));
+        tx.put(rec, &k, b"r")
+    }
+
+    /// What the bank holds: the accounts' count and balance total, and
+    /// per worker the receipt numbers present, ascending.
+    pub fn state(db: &Database) -> (usize, u64, BTreeMap<u64, Vec<u64>>) {
+        let (acc, rec) = tables(db);
+        let mut w = db.worker().unwrap();
+        let accounts = super::rows(&mut w, acc);
+        let total = accounts.iter().map(|(_, v)| dec(v)).sum();
+        let mut receipts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (k, _) in super::rows(&mut w, rec) {
+            receipts.entry(dec(&k[..8])).or_default().push(dec(&k[8..]));
+        }
+        (accounts.len(), total, receipts)
+    }
+}
