@@ -141,14 +141,25 @@ pub(crate) fn spawn_periodic(shared: &Arc<Shared>) -> io::Result<()> {
 /// Take a checkpoint now (waits for a running one to finish first). A
 /// storage failure poisons the database, as in logging.
 pub(crate) fn run(db: &Database) -> Result<CheckpointStats, Error> {
-    let r = run_once(db);
+    run_with(db, false)
+}
+
+/// As [`run`]. With `rebase` (recovery's checkpoint after a salvage or of
+/// a directory from before the ledger, taken before anything new is
+/// acknowledged), its cleanup may pass over log generations that are
+/// missing: everything before the new e_l is in this checkpoint, and what
+/// a missing file held was lost or salvaged already. Otherwise a missing
+/// generation stops the lows from rising past it, so the next recovery
+/// reports it.
+pub(crate) fn run_with(db: &Database, rebase: bool) -> Result<CheckpointStats, Error> {
+    let r = run_once(db, rebase);
     if let (Err(e @ Error::Storage { .. }), Some(d)) = (&r, db.shared.durable.get()) {
         d.poison(format!("checkpoint: {e}"));
     }
     r
 }
 
-fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
+fn run_once(db: &Database, rebase: bool) -> Result<CheckpointStats, Error> {
     let d = db.shared.durable.get().ok_or_else(|| {
         Error::InvalidOption("checkpoint() needs a durable database (Database::open)".into())
     })?;
@@ -257,8 +268,8 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
         // logger renames its file before it moves its position on).
         let current = d.loggers[i].position.lock().generation;
         let ldir = format::logger_dir(&d.dir, i);
-        let (low, delete) =
-            superseded_logs(&ldir, current, old.low(i), low).map_err(|e| io("list", &ldir, e))?;
+        let (low, delete) = superseded_logs(&ldir, current, old.low(i), low, rebase)
+            .map_err(|e| io("list", &ldir, e))?;
         lows.push(low);
         doomed.push((ldir, delete));
     }
@@ -301,14 +312,18 @@ fn run_once(db: &Database) -> Result<CheckpointStats, Error> {
 ///
 /// The new one is the first closed generation (from `old_low` on) with a
 /// block of epoch ≥ e_l (its name's epoch is its newest block's), else
-/// `current`; never below `old_low`. Only files below it whose newest
-/// block is older than e_l go, so the generations from it on stay
-/// contiguous even though files can hold epochs out of order (§3.5).
+/// `current`; never below `old_low`; and, unless `skip_gaps`, never past a
+/// generation that is missing (whether it held a block of e_l or later
+/// cannot be known: it stays needed, and recovery reports it). Only files
+/// below it whose newest block is older than e_l go, so the generations
+/// from it on stay contiguous even though files can hold epochs out of
+/// order (§3.5).
 fn superseded_logs(
     ldir: &Path,
     current: u64,
     old_low: Option<u64>,
     low: u64,
+    skip_gaps: bool,
 ) -> io::Result<(u64, Vec<PathBuf>)> {
     let mut closed: Vec<(u64, u64, PathBuf)> = Vec::new();
     for ent in fs::read_dir(ldir)? {
@@ -322,12 +337,23 @@ fn superseded_logs(
     }
     closed.sort();
     let from = old_low.unwrap_or(0);
-    let first_needed = closed
-        .iter()
-        .filter(|c| c.0 >= from)
-        .find(|c| c.1 >= low)
-        .map_or(current, |c| c.0);
-    let new_low = first_needed.max(from);
+    let mut new_low = current;
+    let mut expect = from;
+    for &(gen, max, _) in closed.iter().filter(|c| c.0 >= from) {
+        if gen != expect && !skip_gaps {
+            new_low = expect;
+            break;
+        }
+        if max >= low {
+            new_low = gen;
+            break;
+        }
+        expect = gen + 1;
+    }
+    if new_low == current && expect < current && !skip_gaps {
+        new_low = expect;
+    }
+    let new_low = new_low.max(from);
     let delete = closed
         .into_iter()
         .filter(|c| c.0 < new_low && c.1 < low)
@@ -553,5 +579,68 @@ impl PartFile {
             self.unsynced = 0;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::superseded_logs;
+
+    /// A logger directory holding closed files `(max epoch, generation)`.
+    fn dir_with(name: &str, files: &[(u64, u64)]) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("granary-superseded-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for &(max, gen) in files {
+            std::fs::write(d.join(super::format::old_log_name(max, gen)), b"").unwrap();
+        }
+        std::fs::write(d.join(super::format::CURRENT_LOG), b"").unwrap();
+        d
+    }
+
+    fn gens(paths: &[std::path::PathBuf]) -> Vec<u64> {
+        let mut g: Vec<u64> = paths
+            .iter()
+            .map(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                super::format::parse_old_log_name(&n).unwrap().1
+            })
+            .collect();
+        g.sort();
+        g
+    }
+
+    #[test]
+    fn lows_rise_over_a_contiguous_prefix_below_e_l() {
+        // Generations 2..=5 closed, 6 current; e_l = 300. Generation 4
+        // ends at 290 but 3 at 310 (epochs out of order, §3.5): the low
+        // stops at 3, and 4 is kept although it is all older than e_l.
+        let d = dir_with("order", &[(100, 2), (310, 3), (290, 4), (400, 5)]);
+        let (low, delete) = superseded_logs(&d, 6, Some(2), 300, false).unwrap();
+        assert_eq!((low, gens(&delete)), (3, vec![2]));
+        // Everything older than e_l: the low is the current file's.
+        let (low, delete) = superseded_logs(&d, 6, Some(2), 500, false).unwrap();
+        assert_eq!((low, gens(&delete)), (6, vec![2, 3, 4, 5]));
+        // Never below the old low; files below it that e_l supersedes go.
+        let (low, delete) = superseded_logs(&d, 6, Some(4), 200, false).unwrap();
+        assert_eq!((low, gens(&delete)), (4, vec![2]));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_missing_generation_stops_the_low_unless_rebasing() {
+        // Generation 3 is gone: whether it held a block of e_l or later is
+        // unknown, so it stays needed (recovery then reports it).
+        let d = dir_with("gap", &[(100, 2), (120, 4)]);
+        let (low, delete) = superseded_logs(&d, 5, Some(2), 500, false).unwrap();
+        assert_eq!((low, gens(&delete)), (3, vec![2]));
+        // A gap just below the current file, too.
+        let (low, _) = superseded_logs(&d, 6, Some(2), 500, false).unwrap();
+        assert_eq!(low, 3);
+        // Recovery's rebase (after a salvage) passes over it.
+        let (low, delete) = superseded_logs(&d, 5, Some(2), 500, true).unwrap();
+        assert_eq!((low, gens(&delete)), (5, vec![2, 4]));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -532,7 +532,7 @@ pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Dat
         unreachable!("durability is set once, here");
     }
     if rebase {
-        checkpoint::run(&db)?;
+        checkpoint::run_with(&db, true)?;
     }
     checkpoint::spawn_periodic(&db.shared).map_err(Error::Io)?;
     Ok(db)
