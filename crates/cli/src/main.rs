@@ -48,8 +48,11 @@ enum Cmd {
     Plot(plot::PlotArgs),
     /// Show what a durable database directory holds: the persistent epoch
     /// e_p, the checkpoint, every log file with its epoch range and durable
-    /// prefix, and any tail the next open will discard. Read-only; works on
-    /// a directory left by kill -9. Example: granary inspect /tmp/db
+    /// prefix, and any tail the next open will discard. Lists as problems
+    /// what a strict open would fail with (a missing manifest or log
+    /// generation, a short file, damaged bytes), in open's words, and then
+    /// exits with status 2. Read-only; works on a directory left by kill -9.
+    /// Example: granary inspect /tmp/db
     Inspect(inspect::InspectArgs),
     /// Recover a copy of a durable database directory into OUT, leaving
     /// DIR untouched. Strict by default: fails, naming the file, if data
