@@ -157,6 +157,8 @@ pub struct Declared {
     keys: Vec<u8>,
     /// (table, offset, length, is_write)
     entries: Vec<(TableId, u32, u32, bool)>,
+    /// Partitions declared outright (see [`Declared::partition`]).
+    partitions: Vec<u32>,
 }
 
 impl Declared {
@@ -169,6 +171,23 @@ impl Declared {
     pub fn clear(&mut self) {
         self.keys.clear();
         self.entries.clear();
+        self.partitions.clear();
+    }
+
+    /// Declare that the procedure touches partition `p` of the workload's
+    /// partition key (TPC-C: warehouse `p`, counted from 0). For
+    /// procedures whose keys are not all known up front but whose
+    /// partitions are (TPC-C's new-order allocates its order id inside);
+    /// Partitioned-Store (Silo §5.4) locks these, and those of the
+    /// declared keys.
+    pub fn partition(&mut self, p: u32) -> &mut Self {
+        self.partitions.push(p);
+        self
+    }
+
+    /// The partitions declared outright, in declaration order.
+    pub fn partitions(&self) -> &[u32] {
+        &self.partitions
     }
 
     fn push(&mut self, t: TableId, key: &[u8], write: bool) -> &mut Self {
@@ -250,6 +269,13 @@ pub trait TxRunner {
     ) -> Result<Result<T, AbortReason>, Error> {
         let _ = declared;
         self.try_run(body)
+    }
+
+    /// Whether this protocol reads declarations at all. Workloads build a
+    /// [`Declared`] only when it does, so that protocols which execute
+    /// optimistically (Silo) never pay for planning. Default: no.
+    fn uses_declared(&self) -> bool {
+        false
     }
 
     /// The protocol's commit-order key of this worker's last committed
