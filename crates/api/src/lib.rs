@@ -53,7 +53,7 @@ mod tx;
 pub use error::{AbortReason, Error, TxError};
 pub use secondary::SecondaryIndex;
 pub use stats::{ticks, Profile, Stats};
-pub use tx::{Declared, Engine, ReadOnly, Tx, TxRunner};
+pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, Tx, TxRunner};
 
 /// The longest key every design accepts, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;

@@ -157,8 +157,9 @@ pub struct Declared {
     keys: Vec<u8>,
     /// (table, offset, length, is_write)
     entries: Vec<(TableId, u32, u32, bool)>,
-    /// Partitions declared outright (see [`Declared::partition`]).
-    partitions: Vec<u32>,
+    /// Partition key values declared outright (see
+    /// [`Declared::partition`]).
+    partitions: Vec<u64>,
 }
 
 impl Declared {
@@ -174,19 +175,19 @@ impl Declared {
         self.partitions.clear();
     }
 
-    /// Declare that the procedure touches partition `p` of the workload's
-    /// partition key (TPC-C: warehouse `p`, counted from 0). For
-    /// procedures whose keys are not all known up front but whose
-    /// partitions are (TPC-C's new-order allocates its order id inside);
-    /// Partitioned-Store (Silo §5.4) locks these, and those of the
+    /// Declare that the procedure touches the partition whose partition
+    /// key is `value` (TPC-C: the warehouse id; see [`PartitionRule`]).
+    /// For procedures whose keys are not all known up front but whose
+    /// partitions are (TPC-C's new-order allocates its order id inside).
+    /// Partitioned-Store (Silo §5.4) locks these and the partitions of the
     /// declared keys.
-    pub fn partition(&mut self, p: u32) -> &mut Self {
-        self.partitions.push(p);
+    pub fn partition(&mut self, value: u64) -> &mut Self {
+        self.partitions.push(value);
         self
     }
 
-    /// The partitions declared outright, in declaration order.
-    pub fn partitions(&self) -> &[u32] {
+    /// The partition key values declared outright, in declaration order.
+    pub fn partitions(&self) -> &[u64] {
         &self.partitions
     }
 
@@ -236,6 +237,49 @@ impl Declared {
         self.writes().any(|(u, k)| u == t && k == key)
     }
 }
+
+/// Where a table's partition key lies in its keys (Silo §5.4: the data
+/// of Partitioned-Store is split by a partition key, the warehouse for
+/// TPC-C). A workload that can run partitioned gives a rule for each of
+/// its tables by name ([`Partitioning`]); a design maps the key's value to
+/// one of its partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionRule {
+    /// The value is a field of the key: `bits` bits (1..=64) starting
+    /// `shift` bits from the top of the key's first 8 bytes, read big-endian
+    /// and zero-padded if the key is shorter.
+    Field {
+        /// Bits above the field.
+        shift: u32,
+        /// The field's width.
+        bits: u32,
+    },
+    /// The value is a hash of the whole key (YCSB, SmallBank).
+    Hash,
+    /// Read by every partition and written only while loading (TPC-C's
+    /// ITEM).
+    Shared,
+}
+
+impl PartitionRule {
+    /// The partition key value of `key` under a `Field` rule (`None` for
+    /// the other rules).
+    pub fn field_value(self, key: &[u8]) -> Option<u64> {
+        let PartitionRule::Field { shift, bits } = self else {
+            return None;
+        };
+        let mut b = [0u8; 8];
+        let n = key.len().min(8);
+        b[..n].copy_from_slice(&key[..n]);
+        let x = u64::from_be_bytes(b) << shift.min(63);
+        Some(if bits >= 64 { x } else { x >> (64 - bits) })
+    }
+}
+
+/// A workload's partitioning: the rule for each of its tables, by name;
+/// `None` for a table with no partition key (such a workload cannot run
+/// partitioned).
+pub type Partitioning = fn(&str) -> Option<PartitionRule>;
 
 /// A worker thread's handle for running one-shot procedures under some
 /// concurrency-control protocol.
@@ -370,6 +414,18 @@ pub trait Engine: Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_fields() {
+        let f = PartitionRule::Field { shift: 0, bits: 14 };
+        let k = (0x1234_5678_9abc_def0u64).to_be_bytes();
+        assert_eq!(f.field_value(&k), Some(0x1234 >> 2));
+        let f = PartitionRule::Field { shift: 0, bits: 32 };
+        assert_eq!(f.field_value(&7u32.to_be_bytes()), Some(7), "zero-padded");
+        let f = PartitionRule::Field { shift: 4, bits: 64 };
+        assert_eq!(f.field_value(&k), Some(0x2345_6789_abcd_ef00));
+        assert_eq!(PartitionRule::Hash.field_value(&k), None);
+    }
 
     #[test]
     fn declared_sets() {
