@@ -1,0 +1,820 @@
+//! Strict two-phase locking, the baseline of BOHM §4 and CCBench's `ss2pl`.
+//!
+//! Every row carries a reader-writer lock word ([`lock::RowLock`]). A
+//! transaction takes a shared lock to read a row and an exclusive one to
+//! write it, updates rows in place (keeping their old values in an undo
+//! buffer), and releases everything only after it has committed or rolled
+//! back (strict 2PL). Two variants decide what happens at a conflict:
+//!
+//! * [`Variant::Ordered`] (BOHM §4: "2PL ... acquires locks in a
+//!   pre-defined order ... to avoid deadlocks"): a procedure that declares
+//!   its read and write sets ([`TxRunner::try_run_declared`]) has all of
+//!   them locked before its body runs, in one global order (table, then
+//!   key bytes), waiting for each. Waits are acyclic, so it never
+//!   deadlocks, and conflict-free work never aborts. Accesses outside the
+//!   declaration (and procedures with none) fall back to no-wait.
+//! * [`Variant::NoWait`]: a lock held in a conflicting mode aborts the
+//!   requester ([`AbortReason::LockConflict`]); the runner backs off
+//!   (randomized, exponential) before it returns, and the caller retries.
+//!   Nothing ever waits, so nothing can deadlock.
+//!
+//! **Keys that do not exist** are locked too: a point access to a missing
+//! key puts an absent placeholder row in the index and locks it, so an
+//! insert of that key waits for (or conflicts with) the reader.
+//!
+//! **Phantoms** (range scans): a scan locks every row it visits, shared,
+//! and records the version of each index leaf it read (the same leaf
+//! versions Silo's node set uses, Silo §4.6). At commit, with every lock
+//! still held, each of those leaves must be unchanged except by this
+//! transaction's own inserts; otherwise a key appeared in or left a
+//! scanned range, and the scanner aborts ([`AbortReason::NodeValidation`]).
+//! This protects ranges at leaf granularity without range locks; it is
+//! optimistic where the rest of 2PL is pessimistic (ARCHITECTURE.md says
+//! why).
+//!
+//! Rows whose key ends absent under an exclusive lock (a delete, an
+//! aborted insert) are taken out of the index before the lock is released
+//! and freed through epoch reclamation; a waiter that then gets the lock
+//! sees the row marked removed and looks the key up again.
+
+mod lock;
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Bound;
+
+use std::sync::Arc;
+
+use crossbeam_epoch::Guard;
+use granary_api::{
+    AbortReason, Declared, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner,
+    MAX_KEY_BYTES, MAX_VALUE_BYTES,
+};
+use granary_index::{Insert, LeafRef, NodeChange, Tree};
+
+use crate::catalog::Catalog;
+use crate::reclaim::{retire_box, Pin};
+use lock::{Mode, RowLock};
+
+/// What a conflict does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// Declared sets are locked up front in a global order, waiting;
+    /// anything else is no-wait.
+    Ordered,
+    /// Every conflict aborts the requester.
+    NoWait,
+}
+
+/// A row: its lock word, and what the lock protects.
+struct Row {
+    lock: RowLock,
+    data: UnsafeCell<Data>,
+}
+
+// SAFETY: `data` is read only under the row's lock (shared or exclusive)
+// and written only under it exclusive.
+unsafe impl Sync for Row {}
+
+struct Data {
+    present: bool,
+    /// Taken out of the index (set under the exclusive lock, before it is
+    /// released): a later holder must look the key up again.
+    removed: bool,
+    /// The commit key of the row's last writer (for [`TxRunner::last_commit_key`]).
+    commit_key: u64,
+    value: Vec<u8>,
+}
+
+impl Row {
+    fn new_absent() -> Box<Row> {
+        Box::new(Row {
+            lock: RowLock::new_exclusive(),
+            data: UnsafeCell::new(Data {
+                present: false,
+                removed: false,
+                commit_key: 0,
+                value: Vec::new(),
+            }),
+        })
+    }
+}
+
+/// A 2PL database: tables of rows behind the shared index.
+pub struct TwoPl(Arc<Shared>);
+
+/// What the database and its runners share.
+struct Shared {
+    variant: Variant,
+    tables: Catalog<Tree>,
+}
+
+impl TwoPl {
+    /// An empty database running `variant`.
+    pub fn new(variant: Variant) -> TwoPl {
+        TwoPl(Arc::new(Shared {
+            variant,
+            tables: Catalog::default(),
+        }))
+    }
+
+    /// The variant it runs.
+    pub fn variant(&self) -> Variant {
+        self.0.variant
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The last runner is gone; rows still in the index are owned by it
+        // alone. Rows taken out earlier were retired to crossbeam's
+        // collector, which frees them.
+        for t in self.tables.tables_mut() {
+            t.for_each_value(|v| {
+                // SAFETY: every value is a live `Box<Row>` turned raw, and
+                // each appears in one tree once.
+                drop(unsafe { Box::from_raw(v as *mut Row) })
+            });
+        }
+    }
+}
+
+impl Engine for TwoPl {
+    type Runner = Runner;
+
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.0.tables.create(name, Tree::new)
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.0.tables.find(name)
+    }
+
+    fn runner(&self) -> Result<Runner, Error> {
+        Ok(Runner {
+            db: self.0.clone(),
+            st: State::default(),
+            stats: Stats::default(),
+            last_commit_key: 0,
+            backoff: 0,
+            rng: 0x9e37_79b9_7f4a_7c15 ^ (&raw const *self as u64),
+        })
+    }
+}
+
+/// Hashes a row's address (already unique; one multiply spreads it).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only addresses are hashed")
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.0 = (x as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A lock this transaction holds.
+struct Held {
+    row: *const Row,
+    mode: Mode,
+    /// Index into `State::writes` once the row is held exclusive.
+    write: Option<u32>,
+    table: TableId,
+    key_at: u32,
+    key_len: u32,
+}
+
+/// A row this transaction changed, with what to restore on rollback.
+struct Write {
+    held: u32,
+    was_present: bool,
+    old_at: u32,
+    old_len: u32,
+}
+
+/// A worker's transaction state, reused from one transaction to the next.
+#[derive(Default)]
+struct State {
+    held: Vec<Held>,
+    by_row: HashMap<usize, u32, BuildHasherDefault<AddrHasher>>,
+    writes: Vec<Write>,
+    /// Keys of held rows and old values of written ones.
+    bytes: Vec<u8>,
+    /// Leaves scans read, with the versions they were read at.
+    nodes: Vec<(LeafRef, u64)>,
+    /// Declared entries, sorted for ordered locking.
+    order: Vec<(TableId, u32, u32, Mode)>,
+    order_keys: Vec<u8>,
+}
+
+/// A worker thread's 2PL handle.
+pub struct Runner {
+    db: Arc<Shared>,
+    st: State,
+    stats: Stats,
+    last_commit_key: u64,
+    /// Consecutive aborts, for no-wait's backoff.
+    backoff: u32,
+    rng: u64,
+}
+
+// SAFETY: the raw row pointers in `State` are empty between transactions
+// (a runner moves between threads only then), and rows are `Sync`.
+unsafe impl Send for Runner {}
+
+/// A 2PL transaction in progress.
+pub struct Txn<'r> {
+    db: &'r Shared,
+    guard: Guard,
+    st: &'r mut State,
+    /// Blocking allowed (the ordered variant's up-front phase only).
+    wait: bool,
+}
+
+impl Runner {
+    fn pause_after_abort(&mut self) {
+        // Randomized exponential backoff (no-wait 2PL's retry): up to
+        // 2^min(aborts, 10) pause instructions.
+        self.backoff = (self.backoff + 1).min(10);
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let n = self.rng & ((1u64 << self.backoff) - 1);
+        for _ in 0..n {
+            std::hint::spin_loop();
+        }
+        if self.backoff >= 8 {
+            std::thread::yield_now();
+        }
+    }
+
+    fn run<T>(
+        &mut self,
+        declared: Option<&Declared>,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let r = {
+            let mut tx = Txn {
+                db: &self.db,
+                guard: crossbeam_epoch::pin(),
+                st: &mut self.st,
+                wait: false,
+            };
+            let r = match declared {
+                Some(d) if self.db.variant == Variant::Ordered => match tx.lock_declared(d) {
+                    Ok(()) => body(&mut tx),
+                    Err(e) => Err(e),
+                },
+                _ => body(&mut tx),
+            };
+            match r {
+                Ok(v) => match tx.validate_nodes() {
+                    Ok(()) => {
+                        self.last_commit_key = tx.commit(self.last_commit_key);
+                        Ok(Ok(v))
+                    }
+                    Err(reason) => {
+                        tx.rollback();
+                        Ok(Err(reason))
+                    }
+                },
+                Err(e) => {
+                    tx.rollback();
+                    match e {
+                        TxError::Conflict(reason) => Ok(Err(reason)),
+                        TxError::Failed(e) => Err(e),
+                    }
+                }
+            }
+        };
+        match &r {
+            Ok(Ok(_)) => {
+                self.stats.commits += 1;
+                self.backoff = 0;
+            }
+            Ok(Err(reason)) => {
+                self.stats.aborts[reason.index()] += 1;
+                self.pause_after_abort();
+            }
+            Err(_) => self.stats.failures += 1,
+        }
+        r
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Txn<'a>;
+
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.run(None, |tx| body(tx))
+    }
+
+    fn try_run_declared<T>(
+        &mut self,
+        declared: &Declared,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.run(Some(declared), |tx| body(tx))
+    }
+
+    fn uses_declared(&self) -> bool {
+        self.db.variant == Variant::Ordered
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        self.last_commit_key
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error> {
+        // No snapshots in 2PL: a read-only transaction, retried.
+        loop {
+            if let Ok(v) = self.run(None, |tx| body(tx))? {
+                return Ok(v);
+            }
+        }
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<(), TxError> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl Txn<'_> {
+    /// Lock `key`'s row in mode `m` (creating an absent placeholder if the
+    /// key is missing) and return the index of its [`Held`] entry.
+    fn acquire(&mut self, t: TableId, key: &[u8], m: Mode) -> Result<u32, TxError> {
+        check_key(key)?;
+        let db: &Shared = self.db;
+        let tree = db.tables.get(t)?;
+        let mut spins = 0u32;
+        loop {
+            let found = tree.get(key, &Pin(&self.guard));
+            let (row, created, change) = match found.value {
+                Some(v) => (v as *const Row, false, None),
+                None => {
+                    let fresh = Box::into_raw(Row::new_absent());
+                    match tree.insert(key, fresh as u64, &mut Pin(&self.guard)) {
+                        Insert::Inserted(c) => (fresh as *const Row, true, Some(c)),
+                        Insert::Exists { value } => {
+                            // SAFETY: never published.
+                            drop(unsafe { Box::from_raw(fresh) });
+                            (value as *const Row, false, None)
+                        }
+                    }
+                }
+            };
+            if let Some(c) = change {
+                self.own_change(c);
+            }
+            if let Some(&i) = self.st.by_row.get(&(row as usize)) {
+                // Held already (the placeholder cannot be ours: a key we
+                // hold is in the index).
+                let h = &self.st.held[i as usize];
+                if h.mode >= m {
+                    return Ok(i);
+                }
+                // SAFETY: pinned, and the row is in `held`, so live.
+                if !unsafe { &*row }.lock.try_upgrade() {
+                    return Err(TxError::Conflict(AbortReason::LockConflict));
+                }
+                self.st.held[i as usize].mode = Mode::Exclusive;
+                return Ok(i);
+            }
+            // SAFETY: read from the index while pinned: live until unpin.
+            let r = unsafe { &*row };
+            if !created {
+                if self.wait {
+                    r.lock.lock(m);
+                } else if !r.lock.try_lock(m) {
+                    return Err(TxError::Conflict(AbortReason::LockConflict));
+                }
+                // SAFETY: locked.
+                if unsafe { (*r.data.get()).removed } {
+                    r.lock.unlock(m);
+                    crate::sync::backoff(&mut spins);
+                    continue;
+                }
+            }
+            // A created row is born exclusive.
+            let mode = if created { Mode::Exclusive } else { m };
+            let key_at = self.st.bytes.len() as u32;
+            self.st.bytes.extend_from_slice(key);
+            let i = self.st.held.len() as u32;
+            self.st.held.push(Held {
+                row,
+                mode,
+                write: None,
+                table: t,
+                key_at,
+                key_len: key.len() as u32,
+            });
+            self.st.by_row.insert(row as usize, i);
+            return Ok(i);
+        }
+    }
+
+    /// A leaf this transaction changed itself keeps its place in the node
+    /// set (Silo §4.6 does the same for its own inserts).
+    fn own_change(&mut self, c: NodeChange) {
+        let mut split_seen = false;
+        for n in &mut self.st.nodes {
+            if n.0 == c.leaf && n.1 == c.old_version {
+                n.1 = c.new_version;
+                split_seen |= c.split.is_some();
+            }
+        }
+        if split_seen {
+            // Keys we scanned may have moved to the new right sibling.
+            let s = c.split.expect("split");
+            self.st.nodes.push(s);
+        }
+    }
+
+    /// The ordered variant's growing phase: every declared key, locked in
+    /// (table, key) order, waiting for each (BOHM §4).
+    fn lock_declared(&mut self, d: &Declared) -> Result<(), TxError> {
+        let st = &mut *self.st;
+        st.order.clear();
+        st.order_keys.clear();
+        let reads = d.reads().map(|e| (e, Mode::Shared));
+        for ((t, k), m) in reads.chain(d.writes().map(|e| (e, Mode::Exclusive))) {
+            let at = st.order_keys.len() as u32;
+            st.order_keys.extend_from_slice(k);
+            st.order.push((t, at, k.len() as u32, m));
+        }
+        let keys = std::mem::take(&mut st.order_keys);
+        let key = |e: &(TableId, u32, u32, Mode)| &keys[e.1 as usize..(e.1 + e.2) as usize];
+        // Sort by (table, key), exclusive first among equals, so one lock
+        // in the stronger mode covers both.
+        st.order
+            .sort_unstable_by(|a, b| (a.0, key(a), b.3).cmp(&(b.0, key(b), a.3)));
+        let mut order = std::mem::take(&mut st.order);
+        order.dedup_by(|b, a| a.0 == b.0 && key(a) == key(b));
+        self.wait = true;
+        let mut r = Ok(());
+        for e in &order {
+            if let Err(err) = self.acquire(e.0, key(e), e.3) {
+                r = Err(err);
+                break;
+            }
+        }
+        self.wait = false;
+        self.st.order = order;
+        self.st.order_keys = keys;
+        r
+    }
+
+    /// The row held at `i`, and its data (read: shared or better held).
+    fn data(&self, i: u32) -> &Data {
+        // SAFETY: held, so live (pinned) and not written by anyone else.
+        unsafe { &*(*self.st.held[i as usize].row).data.get() }
+    }
+
+    /// Exclusive access to held row `i`'s data, saving its old state for
+    /// rollback the first time.
+    fn data_mut(&mut self, i: u32) -> &mut Data {
+        let h = &self.st.held[i as usize];
+        debug_assert_eq!(h.mode, Mode::Exclusive);
+        let row = h.row;
+        // SAFETY: held exclusive: no one else reads or writes it.
+        let d = unsafe { &mut *(*row).data.get() };
+        if h.write.is_none() {
+            let old_at = self.st.bytes.len() as u32;
+            self.st.bytes.extend_from_slice(&d.value);
+            let w = self.st.writes.len() as u32;
+            self.st.writes.push(Write {
+                held: i,
+                was_present: d.present,
+                old_at,
+                old_len: d.value.len() as u32,
+            });
+            self.st.held[i as usize].write = Some(w);
+        }
+        d
+    }
+
+    /// Check that no scanned leaf changed but by this transaction.
+    fn validate_nodes(&self) -> Result<(), AbortReason> {
+        for &(leaf, v) in &self.st.nodes {
+            // SAFETY: leaves live as long as their tree, which lives as
+            // long as the database.
+            if unsafe { leaf.version() } != v {
+                return Err(AbortReason::NodeValidation);
+            }
+        }
+        Ok(())
+    }
+
+    /// Commit: stamp written rows, take out rows left absent, release
+    /// every lock. Returns the transaction's commit key.
+    fn commit(&mut self, last: u64) -> u64 {
+        // A commit key above every earlier writer's of each row written
+        // (a Lamport clock: successive writers of a key hold its exclusive
+        // lock one after the other, so their keys increase).
+        let mut ck = last;
+        for w in &self.st.writes {
+            // SAFETY: held exclusive.
+            let d = unsafe { &*(*self.st.held[w.held as usize].row).data.get() };
+            ck = ck.max(d.commit_key);
+        }
+        ck += 1;
+        let wrote = !self.st.writes.is_empty();
+        for w in &self.st.writes {
+            // SAFETY: held exclusive.
+            unsafe { (*(*self.st.held[w.held as usize].row).data.get()).commit_key = ck };
+        }
+        self.release();
+        if wrote {
+            ck
+        } else {
+            last
+        }
+    }
+
+    /// Restore every written row, then release.
+    fn rollback(&mut self) {
+        for w in self.st.writes.iter().rev() {
+            let h = &self.st.held[w.held as usize];
+            // SAFETY: held exclusive.
+            let d = unsafe { &mut *(*h.row).data.get() };
+            d.present = w.was_present;
+            d.value.clear();
+            d.value.extend_from_slice(
+                &self.st.bytes[w.old_at as usize..(w.old_at + w.old_len) as usize],
+            );
+        }
+        self.release();
+    }
+
+    /// The shrinking phase: every lock at once. A row held exclusive
+    /// whose key is absent (deleted, never inserted, or a placeholder this
+    /// transaction created) leaves the index first.
+    fn release(&mut self) {
+        let st = &mut *self.st;
+        for h in &st.held {
+            // SAFETY: held, so live.
+            let r = unsafe { &*h.row };
+            let mode = h.mode;
+            // SAFETY: held.
+            let absent = unsafe { !(*r.data.get()).present };
+            if absent && mode == Mode::Exclusive {
+                // SAFETY: held exclusive.
+                unsafe { (*r.data.get()).removed = true };
+                let key = &st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
+                let tree = self
+                    .db
+                    .tables
+                    .get(h.table)
+                    .expect("held rows' tables exist");
+                let gone = tree.remove_if(key, h.row as u64, &mut Pin(&self.guard));
+                debug_assert!(gone.is_some(), "a held row stays in the index");
+                r.lock.unlock(mode);
+                // SAFETY: out of the index, marked removed for anyone who
+                // still holds its address, and retired once (the row
+                // leaves `held` below).
+                unsafe { retire_box(&self.guard, h.row as *mut Row) };
+            } else {
+                r.lock.unlock(mode);
+            }
+        }
+        st.held.clear();
+        st.by_row.clear();
+        st.writes.clear();
+        st.bytes.clear();
+        st.nodes.clear();
+    }
+}
+
+impl Tx for Txn<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        let i = self.acquire(t, key, Mode::Shared)?;
+        let d = self.data(i);
+        Ok(d.present.then_some(&d.value[..]))
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: MAX_VALUE_BYTES,
+            }
+            .into());
+        }
+        let i = self.acquire(t, key, Mode::Exclusive)?;
+        let d = self.data_mut(i);
+        d.present = true;
+        d.value.clear();
+        d.value.extend_from_slice(value);
+        Ok(())
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        let i = self.acquire(t, key, Mode::Exclusive)?;
+        if self.data(i).present {
+            return Err(Error::KeyExists.into());
+        }
+        self.put(t, key, value)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        let i = self.acquire(t, key, Mode::Exclusive)?;
+        if !self.data(i).present {
+            return Ok(false);
+        }
+        let d = self.data_mut(i);
+        d.present = false;
+        d.value.clear();
+        Ok(true)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: F,
+    ) -> Result<(), TxError> {
+        for b in [lo, hi] {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                check_key(k)?;
+            }
+        }
+        if limit == 0 {
+            return Ok(());
+        }
+        let db: &Shared = self.db;
+        let tree = db.tables.get(t)?;
+        // The scan's rows are locked as they are met; the leaves it read
+        // are validated at commit.
+        let mut rows = Vec::new();
+        let mut nodes = std::mem::take(&mut self.st.nodes);
+        tree.scan(
+            lo,
+            hi,
+            reverse,
+            &Pin(&self.guard),
+            |leaf, v| nodes.push((leaf, v)),
+            |k, v| {
+                rows.push((k.to_vec(), v));
+                true
+            },
+        );
+        self.st.nodes = nodes;
+        let mut seen = 0;
+        for (k, _) in rows {
+            let i = self.acquire(t, &k, Mode::Shared)?;
+            let d = self.data(i);
+            if d.present {
+                seen += 1;
+                if !f(&k, &d.value) || seen == limit {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        // Every normal path has committed or rolled back; a body that
+        // panicked has not, and must not leave rows locked.
+        if !self.st.held.is_empty() {
+            self.rollback();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn num(v: Option<&[u8]>) -> u64 {
+        v.map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap()))
+    }
+
+    #[test]
+    fn reads_writes_deletes_and_rollback() {
+        for variant in [Variant::Ordered, Variant::NoWait] {
+            let db = TwoPl::new(variant);
+            let t = db.create_table("t").unwrap();
+            let mut w = db.runner().unwrap();
+            w.try_run(|tx| {
+                tx.insert(t, b"a", &1u64.to_be_bytes())?;
+                tx.put(t, b"b", &2u64.to_be_bytes())?;
+                assert_eq!(num(tx.get(t, b"a")?), 1, "reads its own writes");
+                Ok(())
+            })
+            .unwrap()
+            .unwrap();
+            let r = w.try_run(|tx| {
+                tx.put(t, b"a", &5u64.to_be_bytes())?;
+                tx.delete(t, b"b")?;
+                tx.insert(t, b"c", b"x")?;
+                Err::<(), _>(TxError::rollback())
+            });
+            assert!(matches!(r, Err(Error::RolledBack)));
+            let (a, b, c) = w
+                .try_run(|tx| {
+                    Ok((
+                        num(tx.get(t, b"a")?),
+                        num(tx.get(t, b"b")?),
+                        tx.get(t, b"c")?.is_some(),
+                    ))
+                })
+                .unwrap()
+                .unwrap();
+            assert_eq!((a, b, c), (1, 2, false), "rolled back");
+            assert!(matches!(
+                w.try_run(|tx| tx.insert(t, b"a", b"y")),
+                Err(Error::KeyExists)
+            ));
+            w.try_run(|tx| tx.delete(t, b"a")).unwrap().unwrap();
+            let mut keys = Vec::new();
+            w.try_run(|tx| {
+                tx.scan(t, Bound::Unbounded, Bound::Unbounded, 10, false, |k, _| {
+                    keys.push(k.to_vec());
+                    true
+                })
+            })
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                keys,
+                vec![b"b".to_vec()],
+                "deleted and rolled-back keys are gone"
+            );
+            assert_eq!((w.stats().commits, w.stats().failures), (4, 2));
+        }
+    }
+
+    #[test]
+    fn no_wait_conflicts_abort_and_release() {
+        let db = TwoPl::new(Variant::NoWait);
+        let t = db.create_table("t").unwrap();
+        let (mut a, mut b) = (db.runner().unwrap(), db.runner().unwrap());
+        a.try_run(|tx| tx.put(t, b"k", b"1")).unwrap().unwrap();
+        let r = a
+            .try_run(|tx| {
+                tx.put(t, b"k", b"2")?;
+                // b cannot read what a holds exclusive, nor write it.
+                let seen = b.try_run(|tx2| Ok(tx2.get(t, b"k")?.map(<[u8]>::to_vec)));
+                Ok(seen)
+            })
+            .unwrap()
+            .unwrap();
+        assert!(matches!(r, Ok(Err(AbortReason::LockConflict))));
+        assert_eq!(b.stats().aborts_for(AbortReason::LockConflict), 1);
+        // a committed: b now reads the new value.
+        let v = b
+            .try_run(|tx| Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec)))
+            .unwrap();
+        assert_eq!(v.unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        let db = TwoPl::new(Variant::NoWait);
+        let mut w = db.runner().unwrap();
+        let big = vec![0u8; MAX_KEY_BYTES + 1];
+        assert!(matches!(
+            w.try_run(|tx| tx.get(TableId::new(0), b"k").map(|_| ())),
+            Err(Error::UnknownTableId(0))
+        ));
+        let t = db.create_table("t").unwrap();
+        assert!(matches!(
+            w.try_run(|tx| tx.get(t, &big).map(|_| ())),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        assert!(matches!(
+            w.try_run(|tx| tx.put(t, b"k", &vec![0; MAX_VALUE_BYTES + 1])),
+            Err(Error::ValueTooLarge { .. })
+        ));
+        assert_eq!(w.stats().failures, 3);
+    }
+}
