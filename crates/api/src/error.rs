@@ -144,6 +144,9 @@ pub enum Error {
     /// A table name longer than
     /// [`MAX_TABLE_NAME_BYTES`](crate::MAX_TABLE_NAME_BYTES).
     TableNameTooLong { len: usize, max: usize },
+    /// A procedure touched data outside what it declared, where the design
+    /// relies on the declaration (Partitioned-Store's partitions).
+    Undeclared(String),
 }
 
 impl Error {
@@ -202,6 +205,7 @@ impl fmt::Display for Error {
             Error::TableNameTooLong { len, max } => {
                 write!(f, "table name of {len} bytes exceeds the {max}-byte limit")
             }
+            Error::Undeclared(m) => write!(f, "outside the declared sets: {m}"),
         }
     }
 }

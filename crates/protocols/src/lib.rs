@@ -26,6 +26,7 @@
 //! ```
 
 mod catalog;
+pub mod partitioned;
 mod reclaim;
 mod sync;
 pub mod two_pl;

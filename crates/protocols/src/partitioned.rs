@@ -1,0 +1,638 @@
+//! Partitioned-Store, H-Store style (Silo §5.4).
+//!
+//! "We partition the data ... one lock per partition. ... Before executing
+//! a transaction, a worker acquires the locks of the partitions it needs,
+//! in sorted order, and then executes with no further concurrency control"
+//! (Silo §5.4's description of its Partitioned-Store). Here:
+//!
+//! * The data is split by the workload's partition key ([`Partitioning`]:
+//!   the warehouse for TPC-C, a hash for YCSB and SmallBank). Each table
+//!   has one ordered map per partition, with no concurrency control of
+//!   its own (a `BTreeMap`): the partition lock is the only protection.
+//! * Each partition has one spinlock on its own cache line. A procedure's
+//!   partitions come from its declaration ([`Declared::partition`] and
+//!   the partitions of its declared keys); it takes their locks in sorted
+//!   order (so it never deadlocks), runs, and releases them. A procedure
+//!   that declares nothing takes every lock: it runs alone.
+//! * Tables whose rule is [`PartitionRule::Shared`] (TPC-C's ITEM) are one
+//!   map, read under any partition's lock and written only by a procedure
+//!   that holds every lock (loading).
+//! * Writes go in place; old values are kept in an undo buffer for a
+//!   rollback. There is nothing to validate: a procedure that holds its
+//!   partitions never conflicts, so it never aborts.
+//!
+//! An access outside the locked partitions is a bug in the procedure's
+//! declaration and fails with [`Error::Undeclared`] before it touches
+//! anything.
+
+use std::cell::UnsafeCell;
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use granary_api::{
+    AbortReason, Declared, Engine, Error, PartitionRule, Partitioning, ReadOnly, Stats, TableId,
+    Tx, TxError, TxRunner, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+};
+
+use crate::catalog::Catalog;
+use crate::sync::{backoff, AtomicU64, Ordering};
+
+/// The most partitions a store has (bits of a lock mask).
+pub const MAX_PARTITIONS: usize = 1024;
+
+type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+struct Table {
+    name: String,
+    rule: PartitionRule,
+    /// One map per partition (one in all for a shared table).
+    maps: Box<[UnsafeCell<Map>]>,
+}
+
+// SAFETY: partition p's map is touched only by the holder of partition
+// p's lock; a shared table's map is read under any lock and written only
+// by the holder of every lock.
+unsafe impl Sync for Table {}
+
+/// A partitioned database.
+pub struct Partitioned(Arc<Shared>);
+
+struct Shared {
+    partitioning: Partitioning,
+    locks: Box<[CachePadded<AtomicU64>]>,
+    tables: Catalog<Table>,
+}
+
+impl Partitioned {
+    /// An empty store of `partitions` partitions (1..=[`MAX_PARTITIONS`]),
+    /// split by `partitioning`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for a partition count out of range.
+    pub fn new(partitions: usize, partitioning: Partitioning) -> Result<Partitioned, Error> {
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
+            return Err(Error::InvalidOption(format!(
+                "partitions must be in 1..={MAX_PARTITIONS}, got {partitions}"
+            )));
+        }
+        Ok(Partitioned(Arc::new(Shared {
+            partitioning,
+            locks: (0..partitions)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            tables: Catalog::default(),
+        })))
+    }
+
+    /// How many partitions it has.
+    pub fn partitions(&self) -> usize {
+        self.0.locks.len()
+    }
+}
+
+impl Engine for Partitioned {
+    type Runner = Runner;
+
+    /// Create a table. Its rule comes from the store's partitioning;
+    /// [`Error::InvalidOption`] if the partitioning has none for it.
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        let rule = (self.0.partitioning)(name).ok_or_else(|| {
+            Error::InvalidOption(format!(
+                "Partitioned-Store needs a partition key for every table; table {name:?} has none"
+            ))
+        })?;
+        let n = if rule == PartitionRule::Shared {
+            1
+        } else {
+            self.0.locks.len()
+        };
+        self.0.tables.create(name, || Table {
+            name: name.to_string(),
+            rule,
+            maps: (0..n).map(|_| UnsafeCell::new(Map::new())).collect(),
+        })
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.0.tables.find(name)
+    }
+
+    fn runner(&self) -> Result<Runner, Error> {
+        Ok(Runner {
+            db: self.0.clone(),
+            locked: Vec::new(),
+            mask: vec![0; self.0.locks.len().div_ceil(64)],
+            undo: Vec::new(),
+            stats: Stats::default(),
+            commits: 0,
+        })
+    }
+}
+
+/// (table, partition, key, old value): restored in reverse on rollback.
+type Undo = (TableId, u32, Vec<u8>, Option<Vec<u8>>);
+
+/// A worker thread's handle.
+pub struct Runner {
+    db: Arc<Shared>,
+    /// Partitions held, sorted.
+    locked: Vec<u32>,
+    mask: Vec<u64>,
+    undo: Vec<Undo>,
+    stats: Stats,
+    commits: u64,
+}
+
+/// A transaction holding its partitions.
+pub struct Txn<'r> {
+    db: &'r Shared,
+    mask: &'r [u64],
+    all: bool,
+    undo: &'r mut Vec<Undo>,
+}
+
+fn hash(key: &[u8]) -> u64 {
+    // FNV-1a: stable across runs and platforms.
+    let mut h = std::hash::BuildHasher::build_hasher(&FnvState);
+    h.write(key);
+    h.finish()
+}
+
+#[derive(Default)]
+struct FnvState;
+struct Fnv(u64);
+impl std::hash::BuildHasher for FnvState {
+    type Hasher = Fnv;
+    fn build_hasher(&self) -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+impl Shared {
+    /// The partition of `key` in `table` (`None` for a shared table).
+    fn partition_of(&self, table: &Table, key: &[u8]) -> Option<u32> {
+        let n = self.locks.len() as u64;
+        match table.rule {
+            PartitionRule::Shared => None,
+            PartitionRule::Hash => Some((hash(key) % n) as u32),
+            r @ PartitionRule::Field { .. } => {
+                Some((r.field_value(key).expect("a field rule") % n) as u32)
+            }
+        }
+    }
+}
+
+impl Runner {
+    fn lock_all(&mut self, d: Option<&Declared>) -> Result<bool, Error> {
+        let db = &*self.db;
+        self.locked.clear();
+        let n = db.locks.len() as u64;
+        let all = match d {
+            None => true,
+            Some(d) => {
+                for &v in d.partitions() {
+                    self.locked.push((v % n) as u32);
+                }
+                for (t, k) in d.reads().chain(d.writes()) {
+                    let table = db.tables.get(t)?;
+                    if let Some(p) = db.partition_of(table, k) {
+                        self.locked.push(p);
+                    }
+                }
+                self.locked.is_empty()
+            }
+        };
+        if all {
+            self.locked.clear();
+            self.locked.extend(0..n as u32);
+        }
+        self.locked.sort_unstable();
+        self.locked.dedup();
+        // Silo §5.4: the locks of the partitions it needs, in sorted order.
+        for &p in &self.locked {
+            let l = &db.locks[p as usize];
+            let mut spins = 0;
+            // Acquire pairs with the Release of the unlock below: the
+            // previous holder's writes to the partition are visible.
+            while l
+                .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                backoff(&mut spins);
+            }
+            self.mask[p as usize / 64] |= 1 << (p % 64);
+        }
+        Ok(self.locked.len() == db.locks.len())
+    }
+
+    fn unlock_all(&mut self) {
+        for &p in &self.locked {
+            self.mask[p as usize / 64] = 0;
+            self.db.locks[p as usize].store(0, Ordering::Release);
+        }
+        self.locked.clear();
+    }
+
+    fn run<T>(
+        &mut self,
+        d: Option<&Declared>,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let all = match self.lock_all(d) {
+            Ok(all) => all,
+            Err(e) => {
+                self.unlock_all();
+                self.stats.failures += 1;
+                return Err(e);
+            }
+        };
+        let r = {
+            let mut tx = Txn {
+                db: &self.db,
+                mask: &self.mask,
+                all,
+                undo: &mut self.undo,
+            };
+            let r = body(&mut tx);
+            if r.is_err() {
+                tx.rollback();
+            }
+            tx.undo.clear();
+            r
+        };
+        self.unlock_all();
+        match r {
+            Ok(v) => {
+                self.stats.commits += 1;
+                self.commits += 1;
+                Ok(Ok(v))
+            }
+            Err(TxError::Conflict(reason)) => {
+                // Nothing here conflicts; a body may still report one.
+                self.stats.aborts[reason.index()] += 1;
+                Ok(Err(reason))
+            }
+            Err(TxError::Failed(e)) => {
+                self.stats.failures += 1;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Txn<'a>;
+
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.run(None, body)
+    }
+
+    fn try_run_declared<T>(
+        &mut self,
+        declared: &Declared,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.run(Some(declared), body)
+    }
+
+    fn uses_declared(&self) -> bool {
+        true
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        // Not a global order: Partitioned-Store records no histories for
+        // the checker (it serializes by partition locks alone).
+        self.commits
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error> {
+        loop {
+            if let Ok(v) = self.run(None, |tx| body(tx))? {
+                return Ok(v);
+            }
+        }
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<(), TxError> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl<'r> Txn<'r> {
+    /// The map holding `key` of table `t`, checked to be locked (for a
+    /// write to a shared table: every partition locked).
+    fn map(&self, t: TableId, key: &[u8], write: bool) -> Result<(&'r Table, u32), TxError> {
+        check_key(key)?;
+        let db: &'r Shared = self.db;
+        let table = db.tables.get(t)?;
+        match db.partition_of(table, key) {
+            None if write && !self.all => Err(Error::Undeclared(format!(
+                "a write to shared table {:?} needs every partition locked (declare none)",
+                table.name
+            ))
+            .into()),
+            None => Ok((table, 0)),
+            Some(p) if self.mask[p as usize / 64] & (1 << (p % 64)) != 0 => Ok((table, p)),
+            Some(p) => Err(Error::Undeclared(format!(
+                "table {:?}: partition {p} was not declared",
+                table.name
+            ))
+            .into()),
+        }
+    }
+
+    fn rollback(&mut self) {
+        let db: &Shared = self.db;
+        for (t, p, key, old) in self.undo.drain(..).rev() {
+            let table = db.tables.get(t).expect("written tables exist");
+            // SAFETY: partition p is still locked by this transaction.
+            let m = unsafe { &mut *table.maps[p as usize].get() };
+            match old {
+                Some(v) => {
+                    m.insert(key, v);
+                }
+                None => {
+                    m.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn write(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        value: Option<&[u8]>,
+        must_be_new: bool,
+    ) -> Result<bool, TxError> {
+        if let Some(v) = value {
+            if v.len() > MAX_VALUE_BYTES {
+                return Err(Error::ValueTooLarge {
+                    len: v.len(),
+                    max: MAX_VALUE_BYTES,
+                }
+                .into());
+            }
+        }
+        let (table, p) = self.map(t, key, true)?;
+        // SAFETY: locked (checked by `map`).
+        let m = unsafe { &mut *table.maps[p as usize].get() };
+        let old = match (m.get_mut(key), value) {
+            (Some(_), Some(_)) if must_be_new => return Err(Error::KeyExists.into()),
+            (Some(cur), Some(v)) => {
+                let old = std::mem::replace(cur, v.to_vec());
+                Some(Some(old))
+            }
+            (None, Some(v)) => {
+                m.insert(key.to_vec(), v.to_vec());
+                Some(None)
+            }
+            (Some(_), None) => Some(m.remove(key)),
+            (None, None) => None,
+        };
+        let existed = matches!(old, Some(Some(_)));
+        if let Some(old) = old {
+            self.undo.push((t, p, key.to_vec(), old));
+        }
+        Ok(existed)
+    }
+}
+
+impl Tx for Txn<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        let (table, p) = self.map(t, key, false)?;
+        // SAFETY: locked (checked by `map`); no one else writes it.
+        let m = unsafe { &*table.maps[p as usize].get() };
+        Ok(m.get(key).map(Vec::as_slice))
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, Some(value), false).map(|_| ())
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, Some(value), true).map(|_| ())
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        self.write(t, key, None, false)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: F,
+    ) -> Result<(), TxError> {
+        let db: &Shared = self.db;
+        let table = db.tables.get(t)?;
+        // A scan reads one partition: the one its low bound is in. The
+        // range must not leave it (an exclusive high bound may sit at the
+        // next partition key's first key).
+        let (Bound::Included(l) | Bound::Excluded(l)) = lo else {
+            return Err(Error::Undeclared(format!(
+                "table {:?}: a scan needs a low bound inside one partition",
+                table.name
+            ))
+            .into());
+        };
+        let (_, p) = self.map(t, l, false)?;
+        let in_one = match (table.rule, hi) {
+            (PartitionRule::Shared, _) => true,
+            (PartitionRule::Hash, _) => false,
+            (r, Bound::Included(h)) => r.field_value(h) == r.field_value(l),
+            (r @ PartitionRule::Field { shift, bits }, Bound::Excluded(h)) => {
+                let (vl, vh) = (r.field_value(l), r.field_value(h));
+                let rest_zero = {
+                    let mut b = [0u8; 8];
+                    let n = h.len().min(8);
+                    b[..n].copy_from_slice(&h[..n]);
+                    let used = (shift + bits).min(64);
+                    let low = if used >= 64 {
+                        0
+                    } else {
+                        u64::from_be_bytes(b) << used
+                    };
+                    low == 0 && h[n..].iter().all(|&x| x == 0)
+                };
+                vl == vh || (vh == vl.map(|v| v + 1) && rest_zero)
+            }
+            (_, Bound::Unbounded) => false,
+        };
+        if !in_one {
+            return Err(Error::Undeclared(format!(
+                "table {:?}: a scan must stay within one partition",
+                table.name
+            ))
+            .into());
+        }
+        // SAFETY: locked (checked by `map`).
+        let m = unsafe { &*table.maps[p as usize].get() };
+        let range = m.range::<[u8], _>((lo, hi));
+        let mut n = 0;
+        let mut visit = |(k, v): (&Vec<u8>, &Vec<u8>)| {
+            n += 1;
+            f(k, v) && n < limit
+        };
+        if limit == 0 {
+            return Ok(());
+        }
+        if reverse {
+            for e in range.rev() {
+                if !visit(e) {
+                    break;
+                }
+            }
+        } else {
+            for e in range {
+                if !visit(e) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by_name(name: &str) -> Option<PartitionRule> {
+        match name {
+            "w" => Some(PartitionRule::Field { shift: 0, bits: 8 }),
+            "h" => Some(PartitionRule::Hash),
+            "item" => Some(PartitionRule::Shared),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn declared_partitions_run_and_roll_back() {
+        let db = Partitioned::new(4, by_name).unwrap();
+        let w = db.create_table("w").unwrap();
+        let item = db.create_table("item").unwrap();
+        assert!(matches!(
+            db.create_table("nope"),
+            Err(Error::InvalidOption(_))
+        ));
+        let mut r = db.runner().unwrap();
+        // Declaring nothing locks everything: loading may write anywhere.
+        r.try_run(|tx| {
+            tx.insert(item, b"i1", b"apple")?;
+            for p in 0..8u8 {
+                tx.insert(w, &[p, 1], &[p])?;
+            }
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        let mut d = Declared::new();
+        d.partition(2);
+        let v = r
+            .try_run_declared(&d, |tx| {
+                tx.put(w, &[6, 1], b"x")?; // 6 % 4 == 2
+                let mut seen = Vec::new();
+                tx.scan(
+                    w,
+                    Bound::Included(&[2]),
+                    Bound::Excluded(&[3]),
+                    9,
+                    false,
+                    |k, _| {
+                        seen.push(k.to_vec());
+                        true
+                    },
+                )?;
+                Ok((tx.get(item, b"i1")?.map(<[u8]>::to_vec), seen))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v.0.as_deref(),
+            Some(&b"apple"[..]),
+            "shared tables read anywhere"
+        );
+        assert_eq!(v.1, vec![vec![2, 1]]);
+        let e = r.try_run_declared(&d, |tx| tx.get(w, &[1, 1]).map(|_| ()));
+        assert!(matches!(e, Err(Error::Undeclared(_))), "{e:?}");
+        let e = r.try_run_declared(&d, |tx| tx.put(item, b"i2", b""));
+        assert!(matches!(e, Err(Error::Undeclared(_))), "{e:?}");
+        let e = r.try_run_declared(&d, |tx| {
+            tx.delete(w, &[2, 1])?;
+            tx.put(w, &[6, 1], b"y")?;
+            Err::<(), _>(TxError::rollback())
+        });
+        assert!(matches!(e, Err(Error::RolledBack)));
+        let got = r
+            .try_run_declared(&d, |tx| {
+                Ok((
+                    tx.get(w, &[2, 1])?.map(<[u8]>::to_vec),
+                    tx.get(w, &[6, 1])?.map(<[u8]>::to_vec),
+                ))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, (Some(vec![2]), Some(b"x".to_vec())), "rolled back");
+        let e = r.try_run_declared(&d, |tx| {
+            tx.scan(
+                w,
+                Bound::Included(&[2]),
+                Bound::Included(&[3]),
+                9,
+                false,
+                |_, _| true,
+            )
+        });
+        assert!(matches!(e, Err(Error::Undeclared(_))), "{e:?}");
+    }
+
+    #[test]
+    fn hashed_keys_lock_their_partitions() {
+        let db = Partitioned::new(8, by_name).unwrap();
+        let h = db.create_table("h").unwrap();
+        let mut r = db.runner().unwrap();
+        let mut d = Declared::new();
+        d.write(h, b"a").read(h, b"b");
+        r.try_run_declared(&d, |tx| {
+            tx.put(h, b"a", b"1")?;
+            tx.get(h, b"b").map(|_| ())
+        })
+        .unwrap()
+        .unwrap();
+        assert!(Partitioned::new(0, by_name).is_err());
+    }
+}
