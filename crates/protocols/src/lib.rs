@@ -26,6 +26,7 @@
 //! ```
 
 mod catalog;
+pub mod mvcc;
 pub mod partitioned;
 mod reclaim;
 mod sync;

@@ -1,13 +1,27 @@
-//! 2PL under concurrency: money is conserved, ordered locking never
-//! aborts conflict-free work, and neither variant deadlocks on crossing
-//! transfers. Seeds print and replay with GRANARY_SEED=N.
+//! The designs of granary-protocols under concurrency: money is conserved
+//! and audits see the total; ordered 2PL never aborts conflict-free work;
+//! no design deadlocks on crossing transfers; predicate write skew (G2)
+//! never commits on a serializable design, and does on Snapshot Isolation.
+//! Seeds print and replay with GRANARY_SEED=N.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use granary_api::{AbortReason, Declared, Engine, TableId, Tx, TxError, TxRunner};
+use granary_protocols::mvcc::{Isolation, Mvcc};
 use granary_protocols::two_pl::{TwoPl, Variant};
+
+/// Runs `$f(name, db, args…)` on a fresh database of every runner design
+/// (Partitioned-Store needs declared partitions; its own tests cover it).
+macro_rules! each_design {
+    ($f:ident $(, $arg:expr)*) => {{
+        $f("2pl-ordered", TwoPl::new(Variant::Ordered) $(, $arg)*);
+        $f("2pl-nowait", TwoPl::new(Variant::NoWait) $(, $arg)*);
+        $f("hekaton", Mvcc::new(Isolation::Serializable) $(, $arg)*);
+        $f("si", Mvcc::new(Isolation::Snapshot) $(, $arg)*);
+    }};
+}
 
 const ACCOUNTS: u64 = 16;
 const TOTAL: u64 = ACCOUNTS * 100;
@@ -37,7 +51,7 @@ fn num(v: Option<&[u8]>) -> u64 {
     v.map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
 }
 
-fn load(db: &TwoPl) -> TableId {
+fn load<E: Engine>(db: &E) -> TableId {
     let t = db.create_table("accounts").unwrap();
     let mut w = db.runner().unwrap();
     w.try_run(|tx| {
@@ -80,8 +94,11 @@ fn audit(tx: &mut impl Tx, t: TableId) -> Result<u64, TxError> {
 #[test]
 fn transfers_conserve_money_and_audits_see_the_total() {
     let s = seed();
-    for variant in [Variant::Ordered, Variant::NoWait] {
-        let db = TwoPl::new(variant);
+    each_design!(bank, s);
+}
+
+fn bank<E: Engine>(name: &str, db: E, s: u64) {
+    {
         let t = load(&db);
         let aborts: u64 = std::thread::scope(|sc| {
             let hs: Vec<_> = (0..4u64)
@@ -99,7 +116,10 @@ fn transfers_conserve_money_and_audits_see_the_total() {
                                         break v;
                                     }
                                 };
-                                assert_eq!(sum, TOTAL, "an audit saw money appear or vanish");
+                                assert_eq!(
+                                    sum, TOTAL,
+                                    "{name}: an audit saw money appear or vanish"
+                                );
                                 continue;
                             }
                             let a = next(&mut r) % ACCOUNTS;
@@ -119,10 +139,13 @@ fn transfers_conserve_money_and_audits_see_the_total() {
         });
         let mut w = db.runner().unwrap();
         let sum = w.try_run(|tx| audit(tx, t)).unwrap().unwrap();
-        assert_eq!(sum, TOTAL, "{variant:?}");
-        eprintln!("{variant:?}: {aborts} aborts");
-        if variant == Variant::NoWait {
-            assert!(aborts > 0, "4 threads on 16 accounts must have conflicted");
+        assert_eq!(sum, TOTAL, "{name}");
+        eprintln!("{name}: {aborts} aborts");
+        if name != "2pl-ordered" {
+            assert!(
+                aborts > 0,
+                "{name}: 4 threads on 16 accounts must have conflicted"
+            );
         }
     }
 }
@@ -165,8 +188,11 @@ fn ordered_commits_declared_work_without_aborts() {
 /// every thread finishes its work within a generous deadline.
 #[test]
 fn crossing_transfers_never_deadlock() {
-    for variant in [Variant::Ordered, Variant::NoWait] {
-        let db = TwoPl::new(variant);
+    each_design!(crossing);
+}
+
+fn crossing<E: Engine>(name: &str, db: E) {
+    {
         let t = load(&db);
         let done = AtomicBool::new(false);
         std::thread::scope(|sc| {
@@ -175,7 +201,7 @@ fn crossing_transfers_never_deadlock() {
                 while !done.load(Ordering::Relaxed) {
                     assert!(
                         start.elapsed() < Duration::from_secs(60),
-                        "{variant:?} stalled: deadlock?"
+                        "{name} stalled: deadlock?"
                     );
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -196,7 +222,10 @@ fn crossing_transfers_never_deadlock() {
                                 .unwrap()
                             {
                                 Ok(()) => n += 1,
-                                Err(r) => assert_eq!(r, AbortReason::LockConflict),
+                                Err(r) => assert!(
+                                    name != "2pl-ordered" || r == AbortReason::LockConflict,
+                                    "{name}: {r:?}"
+                                ),
                             }
                         }
                     })
@@ -217,9 +246,12 @@ fn crossing_transfers_never_deadlock() {
 /// phantom protection both transactions see empty ranges and both insert.
 #[test]
 fn scans_are_protected_against_phantoms() {
+    each_design!(predicate_skew);
+}
+
+fn predicate_skew<E: Engine>(name: &str, db: E) {
     let rounds = 20_000u64;
-    for variant in [Variant::Ordered, Variant::NoWait] {
-        let db = TwoPl::new(variant);
+    {
         let t = db.create_table("t").unwrap();
         let range = |round: u64, side: u64| {
             let lo = (round << 8 | side << 4).to_be_bytes();
@@ -291,9 +323,15 @@ fn scans_are_protected_against_phantoms() {
                 .unwrap();
             both += (filled == 2) as u32;
         }
-        assert_eq!(
-            both, 0,
-            "{variant:?}: write skew through phantoms in {both} rounds"
-        );
+        if name == "si" {
+            // Snapshot isolation allows it, and the race is easy to win.
+            eprintln!("si: write skew in {both} of {rounds} rounds");
+            assert!(both > 0, "si never showed predicate write skew");
+        } else {
+            assert_eq!(
+                both, 0,
+                "{name}: write skew through phantoms in {both} rounds"
+            );
+        }
     }
 }

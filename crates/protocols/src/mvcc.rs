@@ -1,0 +1,1120 @@
+//! Multiversion concurrency control on one global timestamp counter:
+//! Hekaton's optimistic serializable scheme (Larson et al., VLDB'12, as
+//! BOHM §4 runs it) and Snapshot Isolation, on the same version store.
+//!
+//! * **Versions.** Each key's versions form a chain, newest first. A
+//!   version has a begin and an end field, each either a timestamp or a
+//!   reference to the transaction that is writing it; a committed version
+//!   is valid over `[begin, end)`.
+//! * **The counter.** One global counter hands out a transaction's begin
+//!   timestamp (its read time) and its end timestamp (its commit time): at
+//!   least two atomic increments per transaction, on one cache line that
+//!   every core fights over. That is the cost BOHM §4 and Silo §5.2 measure,
+//!   so it stays.
+//! * **Writes** update only the newest version: the writer claims its end
+//!   field (compare-and-swap from ∞ to its own reference) and links a new
+//!   version on top. A version whose end is claimed by another
+//!   transaction, or that began after the writer's read time, is a
+//!   write-write conflict: the writer aborts ([`AbortReason::WriteConflict`];
+//!   the first updater wins).
+//! * **Reads** see the version valid at the read time. A version whose
+//!   writer is still committing (it has its end timestamp but not yet its
+//!   outcome) is read speculatively when that timestamp is below the read
+//!   time, and the reader takes a **commit dependency** on the writer: it
+//!   may not commit before the writer does, and aborts
+//!   ([`AbortReason::CommitDependency`]) if the writer aborts (Hekaton §3.2).
+//!   Symmetrically, a version whose end is being committed below the read
+//!   time is ignored speculatively, with a dependency.
+//! * **Commit.** Hekaton (serializable): take the end timestamp, then
+//!   check that every version read is still the one valid at the end
+//!   timestamp ([`AbortReason::ReadValidation`]), and that no scanned index
+//!   leaf changed ([`AbortReason::NodeValidation`]: phantoms, checked the
+//!   way Silo §4.6 does rather than by repeating the scans, see
+//!   ARCHITECTURE.md). Snapshot Isolation validates nothing: it reads at
+//!   its begin timestamp and lets only write-write conflicts abort it, so
+//!   it shows write skew. Then wait for dependencies, publish the outcome,
+//!   and write timestamps into the versions (postprocessing).
+//! * **Garbage.** Below a committed version that began before the oldest
+//!   active read time, no transaction will ever read: each of them sees
+//!   that version or a newer one. A writer, while it still owns the newest
+//!   version of a chain (before it publishes its commit, so no one else
+//!   changes the chain), cuts the chain below the first such version and
+//!   frees what it cut through epoch reclamation. So a key keeps the
+//!   versions the running transactions may need, plus one.
+
+use std::cell::UnsafeCell;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_epoch::Guard;
+use crossbeam_utils::CachePadded;
+use granary_api::{
+    AbortReason, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner, MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
+};
+use granary_index::{Insert, LeafRef, NodeChange, Tree};
+
+use crate::catalog::Catalog;
+use crate::reclaim::{retire_box, Pin};
+
+/// Which isolation the store gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Hekaton's optimistic serializable scheme: read validation at commit.
+    Serializable,
+    /// Snapshot isolation: first updater wins, no read validation.
+    Snapshot,
+}
+
+/// The most concurrent runners.
+pub const MAX_WORKERS: usize = 1024;
+
+/// "Not ended yet", and the begin of an aborted version (never visible).
+const INF: u64 = (1 << 63) - 1;
+/// A field holding a transaction reference rather than a timestamp.
+const REF: u64 = 1 << 63;
+const SLOT_BITS: u32 = 10;
+
+fn txref(slot: usize, seq: u64) -> u64 {
+    REF | seq << SLOT_BITS | slot as u64
+}
+
+fn ref_parts(f: u64) -> (usize, u64) {
+    (
+        (f & ((1 << SLOT_BITS) - 1)) as usize,
+        (f & !REF) >> SLOT_BITS,
+    )
+}
+
+struct Version {
+    begin: AtomicU64,
+    end: AtomicU64,
+    prev: AtomicPtr<Version>,
+    /// `None`: a deletion. Written only by its creator before it commits.
+    value: UnsafeCell<Option<Vec<u8>>>,
+}
+
+// SAFETY: `value` changes only while the version is its uncommitted
+// writer's (readers other than the writer never read it then: an active
+// writer's versions are invisible to them).
+unsafe impl Sync for Version {}
+// SAFETY: as above; a version is plain data.
+unsafe impl Send for Version {}
+
+/// A key's version chain (what the index maps the key to).
+struct Chain {
+    head: AtomicPtr<Version>,
+}
+
+/// Transaction states in a slot's word (`seq << 2 | state`).
+const ACTIVE: u64 = 0;
+const PREPARING: u64 = 1;
+const COMMITTED: u64 = 2;
+const ABORTED: u64 = 3;
+
+/// A worker's entry in the transaction table.
+#[derive(Default)]
+struct Slot {
+    in_use: AtomicBool,
+    /// `seq << 2 | state` of the slot's current (or last) transaction.
+    word: AtomicU64,
+    /// Its end timestamp, once it has one (published before PREPARING).
+    end: AtomicU64,
+    /// Its read time while active, `INF` between transactions (the
+    /// garbage collector's watermark).
+    begin: AtomicU64,
+    /// Transactions that depend on this one's outcome.
+    dependents: Mutex<Dependents>,
+    /// Outstanding dependencies of this slot's transaction.
+    pending: AtomicU64,
+    /// A transaction this one depends on aborted.
+    abort_now: AtomicBool,
+}
+
+#[derive(Default)]
+struct Dependents {
+    seq: u64,
+    /// The outcome, once decided (true: committed).
+    outcome: Option<bool>,
+    waiting: Vec<usize>,
+}
+
+/// A multiversion database.
+pub struct Mvcc(Arc<Shared>);
+
+struct Shared {
+    isolation: Isolation,
+    clock: CachePadded<AtomicU64>,
+    slots: Box<[CachePadded<Slot>]>,
+    /// Slots below this have been used (the garbage scan stops here).
+    high: AtomicUsize,
+    tables: Catalog<Tree>,
+}
+
+impl Mvcc {
+    /// An empty database giving `isolation`.
+    pub fn new(isolation: Isolation) -> Mvcc {
+        Mvcc(Arc::new(Shared {
+            isolation,
+            clock: CachePadded::new(AtomicU64::new(1)),
+            slots: (0..MAX_WORKERS).map(|_| CachePadded::default()).collect(),
+            high: AtomicUsize::new(0),
+            tables: Catalog::default(),
+        }))
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for t in self.tables.tables_mut() {
+            t.for_each_value(|c| {
+                // SAFETY: the last runner is gone; chains and the versions
+                // still linked from them are owned by the index alone
+                // (versions cut off earlier were retired separately).
+                unsafe {
+                    let chain = Box::from_raw(c as *mut Chain);
+                    let mut v = chain.head.load(Ordering::Relaxed);
+                    while !v.is_null() {
+                        let b = Box::from_raw(v);
+                        v = b.prev.load(Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    }
+}
+
+impl Engine for Mvcc {
+    type Runner = Runner;
+
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.0.tables.create(name, Tree::new)
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.0.tables.find(name)
+    }
+
+    fn runner(&self) -> Result<Runner, Error> {
+        let slot = self
+            .0
+            .slots
+            .iter()
+            .position(|s| {
+                s.in_use
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or(Error::TooManyWorkers { max: MAX_WORKERS })?;
+        let s = &self.0.slots[slot];
+        s.begin.store(INF, Ordering::SeqCst);
+        let seq = (s.word.load(Ordering::Relaxed) >> 2) + 1;
+        self.0.high.fetch_max(slot + 1, Ordering::SeqCst);
+        Ok(Runner {
+            db: self.0.clone(),
+            slot,
+            seq,
+            st: State::default(),
+            oldest: 0,
+            until_scan: 0,
+            stats: Stats::default(),
+            last_end: 0,
+        })
+    }
+}
+
+/// A worker's handle.
+pub struct Runner {
+    db: Arc<Shared>,
+    slot: usize,
+    /// The sequence number the next transaction of this slot takes.
+    seq: u64,
+    st: State,
+    /// A lower bound of every active read time (refreshed every
+    /// `SCAN_EVERY` transactions: a stale bound only keeps more versions).
+    oldest: u64,
+    until_scan: u32,
+    stats: Stats,
+    last_end: u64,
+}
+
+// SAFETY: the raw pointers in `State` point at shared,
+// `Sync` versions and chains; the state is empty between transactions.
+unsafe impl Send for Runner {}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let s = &self.db.slots[self.slot];
+        s.begin.store(INF, Ordering::SeqCst);
+        s.in_use.store(false, Ordering::Release);
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Versions read: (chain, the version seen, null if none).
+    reads: Vec<(usize, usize)>,
+    /// Versions written: (chain, new version, the version it superseded).
+    writes: Vec<(usize, usize, usize)>,
+    nodes: Vec<(LeafRef, u64)>,
+}
+
+/// A transaction in progress.
+pub struct Txn<'r> {
+    db: &'r Shared,
+    guard: Guard,
+    st: &'r mut State,
+    slot: usize,
+    seq: u64,
+    me: u64,
+    rt: u64,
+    oldest: u64,
+}
+
+/// What a field says about visibility.
+enum Seen {
+    Yes,
+    No,
+    /// Yes, if the transaction in this slot (with this seq) commits.
+    YesIf(usize, u64),
+    /// No, if it commits.
+    NoIf(usize, u64),
+    /// The transaction finished meanwhile: read the field again.
+    Again,
+}
+
+impl Shared {
+    /// The state and end timestamp of transaction (slot, seq), or `None`
+    /// if the slot has moved on (the field that named it has been
+    /// rewritten since).
+    fn status(&self, slot: usize, seq: u64) -> Option<(u64, u64)> {
+        let s = &self.slots[slot];
+        let w = s.word.load(Ordering::SeqCst);
+        let end = s.end.load(Ordering::SeqCst);
+        (w >> 2 == seq && s.word.load(Ordering::SeqCst) == w).then_some((w & 3, end))
+    }
+
+    fn begin_seen(&self, f: u64, rt: u64, me: u64) -> Seen {
+        if f & REF == 0 {
+            return if f < rt { Seen::Yes } else { Seen::No };
+        }
+        if f == me {
+            return Seen::Yes;
+        }
+        let (slot, seq) = ref_parts(f);
+        match self.status(slot, seq) {
+            None => Seen::Again,
+            Some((ACTIVE | ABORTED, _)) => Seen::No,
+            Some((COMMITTED, e)) => {
+                if e < rt {
+                    Seen::Yes
+                } else {
+                    Seen::No
+                }
+            }
+            Some((_, e)) if e < rt => Seen::YesIf(slot, seq),
+            Some(_) => Seen::No,
+        }
+    }
+
+    fn end_seen(&self, f: u64, rt: u64, me: u64) -> Seen {
+        if f & REF == 0 {
+            return if rt < f { Seen::Yes } else { Seen::No };
+        }
+        if f == me {
+            return Seen::No;
+        }
+        let (slot, seq) = ref_parts(f);
+        match self.status(slot, seq) {
+            None => Seen::Again,
+            Some((ACTIVE | ABORTED, _)) => Seen::Yes,
+            Some((COMMITTED, e)) => {
+                if rt < e {
+                    Seen::Yes
+                } else {
+                    Seen::No
+                }
+            }
+            Some((_, e)) if e < rt => Seen::NoIf(slot, seq),
+            Some(_) => Seen::Yes,
+        }
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<(), TxError> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl Runner {
+    fn run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let db = &*self.db;
+        let s = &db.slots[self.slot];
+        let seq = self.seq;
+        {
+            let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
+            *d = Dependents {
+                seq,
+                outcome: None,
+                waiting: std::mem::take(&mut d.waiting),
+            };
+        }
+        s.abort_now.store(false, Ordering::SeqCst);
+        // Publish a lower bound of the read time before taking it, so the
+        // garbage collector never misses this transaction (SeqCst orders
+        // the store before the increment for every observer).
+        s.begin
+            .store(db.clock.load(Ordering::SeqCst), Ordering::SeqCst);
+        s.word.store(seq << 2 | ACTIVE, Ordering::SeqCst);
+        // The first of the counter's two increments (begin timestamp).
+        let rt = db.clock.fetch_add(1, Ordering::SeqCst);
+        s.begin.store(rt, Ordering::SeqCst);
+        if self.until_scan == 0 {
+            self.oldest = oldest_reader(db);
+            self.until_scan = SCAN_EVERY;
+        }
+        self.until_scan -= 1;
+        let mut tx = Txn {
+            db,
+            guard: crossbeam_epoch::pin(),
+            st: &mut self.st,
+            slot: self.slot,
+            seq,
+            me: txref(self.slot, seq),
+            rt,
+            oldest: self.oldest,
+        };
+        let r = body(&mut tx);
+        let outcome = match r {
+            Ok(v) => match tx.commit() {
+                Ok(e) => {
+                    self.last_end = if tx.st.writes.is_empty() {
+                        self.last_end
+                    } else {
+                        e
+                    };
+                    Ok(Ok(v))
+                }
+                Err(reason) => Ok(Err(reason)),
+            },
+            Err(e) => {
+                tx.finish(false, 0);
+                match e {
+                    TxError::Conflict(reason) => Ok(Err(reason)),
+                    TxError::Failed(e) => Err(e),
+                }
+            }
+        };
+        tx.st.reads.clear();
+        tx.st.writes.clear();
+        tx.st.nodes.clear();
+        drop(tx);
+        s.begin.store(INF, Ordering::SeqCst);
+        self.seq += 1;
+        match &outcome {
+            Ok(Ok(_)) => self.stats.commits += 1,
+            Ok(Err(r)) => self.stats.aborts[r.index()] += 1,
+            Err(_) => self.stats.failures += 1,
+        }
+        outcome
+    }
+}
+
+/// How often a runner rescans the slots for the oldest read time.
+const SCAN_EVERY: u32 = 16;
+
+/// The oldest read time of any active transaction (or the clock, if none
+/// is active): every transaction active now or later reads at or above it.
+fn oldest_reader(db: &Shared) -> u64 {
+    // Read the clock first: a transaction that publishes its bound after
+    // our scan read the clock after us (SeqCst), so its bound is at least
+    // this.
+    let now = db.clock.load(Ordering::SeqCst);
+    db.slots[..db.high.load(Ordering::SeqCst)]
+        .iter()
+        .map(|s| s.begin.load(Ordering::SeqCst))
+        .fold(now, u64::min)
+}
+
+/// Cut `chain`'s versions below the first one, from `from` down, that
+/// began before `oldest` (every active transaction sees it or a newer
+/// one), and retire them.
+///
+/// # Safety
+/// The caller owns the chain's newest version (it is the uncommitted
+/// writer on top), so no one else cuts this chain; it is pinned.
+unsafe fn truncate(g: &Guard, from: *mut Version, oldest: u64) {
+    let mut v = from;
+    while !v.is_null() {
+        // SAFETY: reachable from the chain while pinned.
+        let ver = unsafe { &*v };
+        let b = ver.begin.load(Ordering::Acquire);
+        if b & REF == 0 && b < oldest {
+            let mut cut = ver.prev.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            while !cut.is_null() {
+                // SAFETY: unreachable now (cut off above, by the one
+                // thread that may cut this chain); retired once each.
+                unsafe {
+                    let below = (*cut).prev.load(Ordering::Acquire);
+                    retire_box(g, cut);
+                    cut = below;
+                }
+            }
+            return;
+        }
+        v = ver.prev.load(Ordering::Acquire);
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Txn<'a>;
+
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.run(body)
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        self.last_end
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error> {
+        loop {
+            if let Ok(v) = self.run(|tx| body(tx))? {
+                return Ok(v);
+            }
+        }
+    }
+}
+
+impl<'r> Txn<'r> {
+    /// Take a dependency on (slot, seq): `Ok(true)` registered, `Ok(false)`
+    /// the transaction has finished (look again).
+    fn depend(&self, slot: usize, seq: u64) -> Result<bool, TxError> {
+        let w = &self.db.slots[slot];
+        let mut d = w.dependents.lock().unwrap_or_else(|p| p.into_inner());
+        if d.seq != seq {
+            return Ok(false);
+        }
+        match d.outcome {
+            Some(_) => Ok(false),
+            None => {
+                d.waiting.push(self.slot);
+                self.db.slots[self.slot]
+                    .pending
+                    .fetch_add(1, Ordering::SeqCst);
+                Ok(true)
+            }
+        }
+    }
+
+    /// The version of `chain` valid at `rt` for this transaction (taking
+    /// dependencies as needed), or null.
+    fn visible(&self, chain: &Chain, rt: u64) -> Result<*mut Version, TxError> {
+        'again: loop {
+            let mut v = chain.head.load(Ordering::Acquire);
+            while !v.is_null() {
+                // SAFETY: reached from the chain while pinned.
+                let ver = unsafe { &*v };
+                let b = ver.begin.load(Ordering::Acquire);
+                let begun = match self.db.begin_seen(b, rt, self.me) {
+                    Seen::Again => continue 'again,
+                    Seen::Yes => true,
+                    Seen::No => false,
+                    Seen::YesIf(s, q) => {
+                        if !self.depend(s, q)? {
+                            continue 'again;
+                        }
+                        true
+                    }
+                    Seen::NoIf(..) => unreachable!("begin fields give YesIf"),
+                };
+                if begun {
+                    let e = ver.end.load(Ordering::Acquire);
+                    let valid = match self.db.end_seen(e, rt, self.me) {
+                        Seen::Again => continue 'again,
+                        Seen::Yes => true,
+                        Seen::No => false,
+                        Seen::NoIf(s, q) => {
+                            if !self.depend(s, q)? {
+                                continue 'again;
+                            }
+                            false
+                        }
+                        Seen::YesIf(..) => unreachable!("end fields give NoIf"),
+                    };
+                    return Ok(if valid { v } else { std::ptr::null_mut() });
+                }
+                v = ver.prev.load(Ordering::Acquire);
+            }
+            return Ok(std::ptr::null_mut());
+        }
+    }
+
+    fn chain(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        create: bool,
+    ) -> Result<Option<&'r Chain>, TxError> {
+        check_key(key)?;
+        let db: &'r Shared = self.db;
+        let tree = db.tables.get(t)?;
+        let l = tree.get(key, &Pin(&self.guard));
+        if let Some(c) = l.value {
+            // SAFETY: chains live as long as the database.
+            return Ok(Some(unsafe { &*(c as *const Chain) }));
+        }
+        if !create {
+            if db.isolation == Isolation::Serializable {
+                // An absent key: its leaf guards against a later insert.
+                self.st.nodes.push((l.leaf, l.version));
+            }
+            return Ok(None);
+        }
+        let fresh = Box::into_raw(Box::new(Chain {
+            head: AtomicPtr::new(std::ptr::null_mut()),
+        }));
+        let c = match tree.insert(key, fresh as u64, &mut Pin(&self.guard)) {
+            Insert::Inserted(change) => {
+                self.own_change(change);
+                fresh
+            }
+            Insert::Exists { value } => {
+                // SAFETY: never published.
+                drop(unsafe { Box::from_raw(fresh) });
+                value as *mut Chain
+            }
+        };
+        // SAFETY: as above.
+        Ok(Some(unsafe { &*c }))
+    }
+
+    fn own_change(&mut self, c: NodeChange) {
+        let mut split = false;
+        for n in &mut self.st.nodes {
+            if n.0 == c.leaf && n.1 == c.old_version {
+                n.1 = c.new_version;
+                split |= c.split.is_some();
+            }
+        }
+        if split {
+            self.st.nodes.push(c.split.expect("split"));
+        }
+    }
+
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        let Some(chain) = self.chain(t, key, false)? else {
+            return Ok(None);
+        };
+        let v = self.visible(chain, self.rt)?;
+        if self.db.isolation == Isolation::Serializable {
+            self.st
+                .reads
+                .push((chain as *const Chain as usize, v as usize));
+        }
+        if v.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: pinned; a visible version's value is no longer written
+        // (or is this transaction's own).
+        Ok(unsafe { (*(*v).value.get()).as_deref() })
+    }
+
+    /// Install `value` (None: delete) as this transaction's version of
+    /// `key`. Returns whether a value was visible before.
+    fn write(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        value: Option<&[u8]>,
+        new: bool,
+    ) -> Result<bool, TxError> {
+        if let Some(v) = value {
+            if v.len() > MAX_VALUE_BYTES {
+                return Err(Error::ValueTooLarge {
+                    len: v.len(),
+                    max: MAX_VALUE_BYTES,
+                }
+                .into());
+            }
+        }
+        let chain = self.chain(t, key, true)?.expect("created");
+        let head = chain.head.load(Ordering::Acquire);
+        if !head.is_null() {
+            // SAFETY: pinned.
+            let h = unsafe { &*head };
+            if h.begin.load(Ordering::Acquire) == self.me {
+                // Our own version: change it in place.
+                // SAFETY: uncommitted and ours; no one else reads it.
+                let cur = unsafe { &mut *h.value.get() };
+                let existed = cur.is_some();
+                if new && existed {
+                    return Err(Error::KeyExists.into());
+                }
+                *cur = value.map(<[u8]>::to_vec);
+                return Ok(existed);
+            }
+        }
+        // Only the newest version may be updated, and only if it is the
+        // one this transaction sees (first updater wins).
+        let seen = self.visible(chain, self.rt)?;
+        // The newest version must be the one we see (a committed deletion
+        // included); anything else is newer than our read time, or
+        // uncommitted, or being committed: the first updater wins.
+        let mut newest_seen = seen == head;
+        if newest_seen && !head.is_null() {
+            // Not on top of a version whose writer is still committing: if
+            // it aborted, it would unlink its version from under ours.
+            // SAFETY: pinned.
+            let h = unsafe { &*head };
+            let b = h.begin.load(Ordering::Acquire);
+            if b & REF != 0 {
+                let (slot, seq) = ref_parts(b);
+                newest_seen = matches!(self.db.status(slot, seq), Some((COMMITTED, _))) || {
+                    // Postprocessed meanwhile?
+                    let b = h.begin.load(Ordering::Acquire);
+                    b & REF == 0 && b < self.rt
+                };
+            }
+        }
+        if !newest_seen {
+            return Err(TxError::Conflict(AbortReason::WriteConflict));
+        }
+        // SAFETY: pinned.
+        let existed = !seen.is_null() && unsafe { (*(*seen).value.get()).is_some() };
+        if new && existed {
+            return Err(Error::KeyExists.into());
+        }
+        if !head.is_null() {
+            // SAFETY: pinned.
+            let h = unsafe { &*head };
+            if h.end
+                .compare_exchange(INF, self.me, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return Err(TxError::Conflict(AbortReason::WriteConflict));
+            }
+        }
+        let v = Box::into_raw(Box::new(Version {
+            begin: AtomicU64::new(self.me),
+            end: AtomicU64::new(INF),
+            prev: AtomicPtr::new(head),
+            value: UnsafeCell::new(value.map(<[u8]>::to_vec)),
+        }));
+        if chain
+            .head
+            .compare_exchange(head, v, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Only an empty chain can race here (a non-empty head's end
+            // was ours to claim): another first insert won.
+            debug_assert!(head.is_null());
+            // SAFETY: never published.
+            drop(unsafe { Box::from_raw(v) });
+            return Err(TxError::Conflict(AbortReason::WriteConflict));
+        }
+        self.st
+            .writes
+            .push((chain as *const Chain as usize, v as usize, head as usize));
+        Ok(existed)
+    }
+
+    /// Validate (serializable), wait for dependencies, and finish. Returns
+    /// the end timestamp.
+    fn commit(&mut self) -> Result<u64, AbortReason> {
+        let db = self.db;
+        let s = &db.slots[self.slot];
+        // The second increment: the end timestamp, published before the
+        // state says PREPARING.
+        let e = db.clock.fetch_add(1, Ordering::SeqCst);
+        s.end.store(e, Ordering::SeqCst);
+        s.word.store(self.seq << 2 | PREPARING, Ordering::SeqCst);
+        let mut r = Ok(e);
+        if db.isolation == Isolation::Serializable {
+            r = self.validate(e).map(|()| e);
+        }
+        // Hekaton §3.2: a transaction with commit dependencies waits for
+        // them before it can commit (they all end below our end time, so
+        // the waits are acyclic).
+        self.wait_for_dependencies();
+        if r.is_ok() && s.abort_now.load(Ordering::SeqCst) {
+            r = Err(AbortReason::CommitDependency);
+        }
+        if r.is_ok() {
+            for &(_, _, old) in &self.st.writes {
+                // SAFETY: we still own each chain we wrote (our versions
+                // are on top, uncommitted); pinned.
+                unsafe { truncate(&self.guard, old as *mut Version, self.oldest) };
+            }
+        }
+        self.finish(r.is_ok(), e);
+        r
+    }
+
+    fn validate(&self, e: u64) -> Result<(), AbortReason> {
+        for &(leaf, v) in &self.st.nodes {
+            // SAFETY: leaves live as long as their tree.
+            if unsafe { leaf.version() } != v {
+                return Err(AbortReason::NodeValidation);
+            }
+        }
+        for &(chain, seen) in &self.st.reads {
+            // SAFETY: chains live as long as the database.
+            let chain = unsafe { &*(chain as *const Chain) };
+            // What is valid at our end time, looking past our own writes:
+            // it must be what we read.
+            let now = match self.visible_ignoring_own(chain, e) {
+                Some(v) => v,
+                None => return Err(AbortReason::ReadValidation),
+            };
+            if now as usize != seen {
+                return Err(AbortReason::ReadValidation);
+            }
+        }
+        Ok(())
+    }
+
+    /// The committed version valid at `e`, ignoring this transaction's
+    /// own writes; `None` if that depends on a transaction still
+    /// committing (conservatively: fail).
+    fn visible_ignoring_own(&self, chain: &Chain, e: u64) -> Option<*mut Version> {
+        let mut v = chain.head.load(Ordering::Acquire);
+        while !v.is_null() {
+            // SAFETY: pinned.
+            let ver = unsafe { &*v };
+            let b = ver.begin.load(Ordering::Acquire);
+            if b != self.me {
+                match self.db.begin_seen(b, e, self.me) {
+                    Seen::Yes => {
+                        let f = ver.end.load(Ordering::Acquire);
+                        return match f {
+                            f if f == self.me => Some(v),
+                            f => match self.db.end_seen(f, e, self.me) {
+                                Seen::Yes => Some(v),
+                                Seen::No => Some(std::ptr::null_mut()),
+                                _ => None,
+                            },
+                        };
+                    }
+                    Seen::No => {}
+                    _ => return None,
+                }
+            }
+            v = ver.prev.load(Ordering::Acquire);
+        }
+        Some(std::ptr::null_mut())
+    }
+
+    fn wait_for_dependencies(&self) {
+        let s = &self.db.slots[self.slot];
+        let mut spins = 0;
+        while s.pending.load(Ordering::SeqCst) != 0 {
+            crate::sync::backoff(&mut spins);
+        }
+    }
+
+    /// Publish the outcome, postprocess the versions written (timestamps
+    /// in, or the aborted versions out), and tell dependents.
+    fn finish(&mut self, committed: bool, e: u64) {
+        let db = self.db;
+        let s = &db.slots[self.slot];
+        // Dependencies resolve before the slot may move on (their
+        // decrements would otherwise land on the next transaction).
+        self.wait_for_dependencies();
+        let state = if committed { COMMITTED } else { ABORTED };
+        s.word.store(self.seq << 2 | state, Ordering::SeqCst);
+        for &(chain, new, old) in self.st.writes.iter().rev() {
+            // SAFETY: our versions and chains; pinned.
+            let (chain, newv) = unsafe { (&*(chain as *const Chain), &*(new as *const Version)) };
+            // SAFETY: the version we superseded: alive while pinned.
+            let oldv = (old != 0).then(|| unsafe { &*(old as *const Version) });
+            if committed {
+                newv.begin.store(e, Ordering::Release);
+                if let Some(o) = oldv {
+                    o.end.store(e, Ordering::Release);
+                }
+            } else {
+                newv.begin.store(INF, Ordering::Release);
+                // Unlink our version: no one links on top of a version
+                // whose writer has not committed.
+                let _ = chain.head.compare_exchange(
+                    new as *mut Version,
+                    old as *mut Version,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                if let Some(o) = oldv {
+                    o.end.store(INF, Ordering::Release);
+                }
+                // SAFETY: unlinked above; retired once.
+                unsafe { retire_box(&self.guard, new as *mut Version) };
+            }
+        }
+        if !committed {
+            self.st.writes.clear();
+        }
+        // Tell dependents (Hekaton §3.2).
+        let waiting = {
+            let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
+            d.outcome = Some(committed);
+            std::mem::take(&mut d.waiting)
+        };
+        for w in &waiting {
+            let t = &db.slots[*w];
+            if !committed {
+                t.abort_now.store(true, Ordering::SeqCst);
+            }
+            t.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+        let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
+        d.waiting = waiting;
+        d.waiting.clear();
+    }
+}
+
+impl Tx for Txn<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.read(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, Some(value), false).map(|_| ())
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, Some(value), true).map(|_| ())
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        if self.read(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, None, false)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: F,
+    ) -> Result<(), TxError> {
+        for b in [lo, hi] {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                check_key(k)?;
+            }
+        }
+        if limit == 0 {
+            return Ok(());
+        }
+        let db: &Shared = self.db;
+        let tree = db.tables.get(t)?;
+        let serializable = db.isolation == Isolation::Serializable;
+        let mut nodes = std::mem::take(&mut self.st.nodes);
+        let mut rows = Vec::new();
+        tree.scan(
+            lo,
+            hi,
+            reverse,
+            &Pin(&self.guard),
+            |leaf, v| {
+                if serializable {
+                    nodes.push((leaf, v));
+                }
+            },
+            |k, c| {
+                rows.push((k.to_vec(), c));
+                true
+            },
+        );
+        self.st.nodes = nodes;
+        let mut n = 0;
+        for (k, c) in rows {
+            // SAFETY: chains live as long as the database.
+            let chain = unsafe { &*(c as *const Chain) };
+            let v = self.visible(chain, self.rt)?;
+            if serializable {
+                self.st.reads.push((c as usize, v as usize));
+            }
+            if v.is_null() {
+                continue;
+            }
+            // SAFETY: pinned; visible values are immutable (or ours).
+            if let Some(val) = unsafe { (*(*v).value.get()).as_deref() } {
+                n += 1;
+                if !f(&k, val) || n == limit {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain_len(db: &Mvcc, t: TableId, key: &[u8]) -> usize {
+        let g = crossbeam_epoch::pin();
+        let tree = db.0.tables.get(t).unwrap();
+        let c = tree.get(key, &Pin(&g)).value.unwrap() as *const Chain;
+        // SAFETY: pinned; chains live as long as the database.
+        let mut v = unsafe { &*c }.head.load(Ordering::Acquire);
+        let mut n = 0;
+        while !v.is_null() {
+            n += 1;
+            // SAFETY: as above.
+            v = unsafe { &*v }.prev.load(Ordering::Acquire);
+        }
+        n
+    }
+
+    #[test]
+    fn a_long_reader_keeps_its_snapshot_and_versions_stay_bounded() {
+        for iso in [Isolation::Snapshot, Isolation::Serializable] {
+            let db = Mvcc::new(iso);
+            let t = db.create_table("t").unwrap();
+            let (mut r, mut w) = (db.runner().unwrap(), db.runner().unwrap());
+            w.try_run(|tx| tx.put(t, b"k", b"0")).unwrap().unwrap();
+            let out = r
+                .try_run(|tx| {
+                    let first = tx.get(t, b"k")?.map(<[u8]>::to_vec);
+                    for i in 1..=300u32 {
+                        w.try_run(|tx| tx.put(t, b"k", i.to_string().as_bytes()))
+                            .unwrap()
+                            .unwrap();
+                    }
+                    assert!(chain_len(&db, t, b"k") >= 2, "the reader's version is kept");
+                    let again = tx.get(t, b"k")?.map(<[u8]>::to_vec);
+                    assert_eq!(first, again, "{iso:?}: a snapshot read changed");
+                    // Write something so that the transaction has to
+                    // validate its reads (serializable).
+                    tx.put(t, b"other", b"x")
+                })
+                .unwrap();
+            match iso {
+                Isolation::Snapshot => assert!(out.is_ok()),
+                Isolation::Serializable => {
+                    assert_eq!(
+                        out,
+                        Err(AbortReason::ReadValidation),
+                        "a stale read commits"
+                    )
+                }
+            }
+            for i in 0..300u32 {
+                w.try_run(|tx| tx.put(t, b"k", i.to_string().as_bytes()))
+                    .unwrap()
+                    .unwrap();
+            }
+            // A runner's bound of the oldest reader is at most SCAN_EVERY
+            // transactions old, so a key keeps at most that many more.
+            let n = chain_len(&db, t, b"k");
+            assert!(
+                n <= SCAN_EVERY as usize + 2,
+                "{iso:?}: {n} versions of one key: garbage is not collected"
+            );
+        }
+    }
+
+    #[test]
+    fn first_updater_wins_and_rollback_restores() {
+        let db = Mvcc::new(Isolation::Snapshot);
+        let t = db.create_table("t").unwrap();
+        let (mut a, mut b) = (db.runner().unwrap(), db.runner().unwrap());
+        a.try_run(|tx| tx.insert(t, b"k", b"1")).unwrap().unwrap();
+        let r = a
+            .try_run(|tx| {
+                tx.put(t, b"k", b"2")?;
+                Ok(b.try_run(|tx| tx.put(t, b"k", b"3")).unwrap())
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(r, Err(AbortReason::WriteConflict));
+        let e = a.try_run(|tx| {
+            tx.put(t, b"k", b"4")?;
+            tx.delete(t, b"k")?;
+            tx.insert(t, b"n", b"5")?;
+            Err::<(), _>(TxError::rollback())
+        });
+        assert!(matches!(e, Err(Error::RolledBack)));
+        let got = b
+            .try_run(|tx| {
+                Ok((
+                    tx.get(t, b"k")?.map(<[u8]>::to_vec),
+                    tx.get(t, b"n")?.is_some(),
+                ))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, (Some(b"2".to_vec()), false));
+        assert!(matches!(
+            b.try_run(|tx| tx.insert(t, b"k", b"")),
+            Err(Error::KeyExists)
+        ));
+        assert!(b.try_run(|tx| tx.delete(t, b"k")).unwrap().unwrap());
+        b.try_run(|tx| tx.insert(t, b"k", b"6")).unwrap().unwrap();
+    }
+
+    /// Write skew on two rows (G2-item): each transaction reads both and
+    /// writes one. Snapshot isolation commits both; Hekaton's read
+    /// validation aborts the second.
+    #[test]
+    fn write_skew_commits_under_si_only() {
+        for iso in [Isolation::Snapshot, Isolation::Serializable] {
+            let db = Mvcc::new(iso);
+            let t = db.create_table("t").unwrap();
+            let (mut a, mut b) = (db.runner().unwrap(), db.runner().unwrap());
+            a.try_run(|tx| {
+                tx.put(t, b"x", b"1")?;
+                tx.put(t, b"y", b"1")
+            })
+            .unwrap()
+            .unwrap();
+            let inner = a
+                .try_run(|tx| {
+                    tx.get(t, b"x")?;
+                    tx.get(t, b"y")?;
+                    let inner = b
+                        .try_run(|tx| {
+                            tx.get(t, b"x")?;
+                            tx.get(t, b"y")?;
+                            tx.put(t, b"y", b"0")
+                        })
+                        .unwrap();
+                    tx.put(t, b"x", b"0")?;
+                    Ok(inner)
+                })
+                .unwrap();
+            match iso {
+                Isolation::Snapshot => assert_eq!(inner, Ok(Ok(())), "both commit"),
+                Isolation::Serializable => {
+                    assert_eq!(inner, Err(AbortReason::ReadValidation), "the outer aborts")
+                }
+            }
+        }
+    }
+}
