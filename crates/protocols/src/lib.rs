@@ -29,6 +29,7 @@ mod catalog;
 pub mod mvcc;
 pub mod partitioned;
 mod reclaim;
+mod scan;
 mod sync;
 pub mod two_pl;
 

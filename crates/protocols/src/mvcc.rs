@@ -57,6 +57,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
 use crate::reclaim::{retire_box, Pin};
+use crate::scan::Batch;
 
 /// Which isolation the store gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,6 +259,7 @@ struct State {
     /// Versions written: (chain, new version, the version it superseded).
     writes: Vec<(usize, usize, usize)>,
     nodes: Vec<(LeafRef, u64)>,
+    batch: Batch,
 }
 
 /// A transaction in progress.
@@ -932,44 +934,44 @@ impl Tx for Txn<'_> {
         let db: &Shared = self.db;
         let tree = db.tables.get(t)?;
         let serializable = db.isolation == Isolation::Serializable;
-        let mut nodes = std::mem::take(&mut self.st.nodes);
-        let mut rows = Vec::new();
-        tree.scan(
-            lo,
-            hi,
-            reverse,
-            &Pin(&self.guard),
-            |leaf, v| {
+        let mut batch = std::mem::take(&mut self.st.batch);
+        batch.start();
+        let mut n = 0;
+        let r = 'scan: loop {
+            let want = (limit - n).clamp(1, 64);
+            let nodes = &mut self.st.nodes;
+            let more = batch.next(tree, lo, hi, reverse, want, &Pin(&self.guard), |leaf, v| {
                 if serializable {
                     nodes.push((leaf, v));
                 }
-            },
-            |k, c| {
-                rows.push((k.to_vec(), c));
-                true
-            },
-        );
-        self.st.nodes = nodes;
-        let mut n = 0;
-        for (k, c) in rows {
-            // SAFETY: chains live as long as the database.
-            let chain = unsafe { &*(c as *const Chain) };
-            let v = self.visible(chain, self.rt)?;
-            if serializable {
-                self.st.reads.push((c as usize, v as usize));
+            });
+            if !more {
+                break Ok(());
             }
-            if v.is_null() {
-                continue;
-            }
-            // SAFETY: pinned; visible values are immutable (or ours).
-            if let Some(val) = unsafe { (*(*v).value.get()).as_deref() } {
-                n += 1;
-                if !f(&k, val) || n == limit {
-                    break;
+            for (k, c) in batch.iter() {
+                // SAFETY: chains live as long as the database.
+                let chain = unsafe { &*(c as *const Chain) };
+                let v = match self.visible(chain, self.rt) {
+                    Ok(v) => v,
+                    Err(e) => break 'scan Err(e),
+                };
+                if serializable {
+                    self.st.reads.push((c as usize, v as usize));
+                }
+                if v.is_null() {
+                    continue;
+                }
+                // SAFETY: pinned; visible values are immutable (or ours).
+                if let Some(val) = unsafe { (*(*v).value.get()).as_deref() } {
+                    n += 1;
+                    if !f(k, val) || n == limit {
+                        break 'scan Ok(());
+                    }
                 }
             }
-        }
-        Ok(())
+        };
+        self.st.batch = batch;
+        r
     }
 }
 

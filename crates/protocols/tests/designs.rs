@@ -335,3 +335,79 @@ fn predicate_skew<E: Engine>(name: &str, db: E) {
         }
     }
 }
+
+/// Scans (forward, reverse, bounded, limited, across many batches) return
+/// what a model map holds, after inserts, deletes and rolled-back writes.
+#[test]
+fn scans_match_a_model() {
+    let s = seed();
+    each_design!(scan_model, s);
+}
+
+fn scan_model<E: Engine>(name: &str, db: E, s: u64) {
+    use std::collections::BTreeMap;
+    let t = db.create_table("t").unwrap();
+    let mut w = db.runner().unwrap();
+    let mut model = BTreeMap::new();
+    let mut r = s | 1;
+    for _ in 0..3000 {
+        let k = (next(&mut r) % 400).to_be_bytes();
+        let op = next(&mut r) % 4;
+        let out = w.try_run(|tx| {
+            match op {
+                0 => {
+                    tx.delete(t, &k)?;
+                }
+                1 => {
+                    tx.put(t, &k, &k)?;
+                    return Err(TxError::rollback());
+                }
+                _ => tx.put(t, &k, &k)?,
+            }
+            Ok(())
+        });
+        match (op, out) {
+            (0, Ok(Ok(()))) => {
+                model.remove(&k);
+            }
+            (1, Err(granary_api::Error::RolledBack)) => {}
+            (_, Ok(Ok(()))) => {
+                model.insert(k, k);
+            }
+            (op, o) => panic!("{name}: op {op}: {o:?}"),
+        }
+    }
+    for _ in 0..300 {
+        let (a, b) = (next(&mut r) % 420, next(&mut r) % 420);
+        let (lo, hi) = (a.min(b).to_be_bytes(), a.max(b).to_be_bytes());
+        let limit = [1, 5, 63, 64, 65, 200, usize::MAX][next(&mut r) as usize % 7];
+        let reverse = next(&mut r).is_multiple_of(2);
+        let mut got = Vec::new();
+        w.try_run(|tx| {
+            got.clear();
+            tx.scan(
+                t,
+                Bound::Included(&lo[..]),
+                Bound::Excluded(&hi[..]),
+                limit,
+                reverse,
+                |k, _| {
+                    got.push(k.to_vec());
+                    true
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        let range = model.range(lo..hi).map(|(k, _)| k.to_vec());
+        let want: Vec<Vec<u8>> = if reverse {
+            range.rev().take(limit).collect()
+        } else {
+            range.take(limit).collect()
+        };
+        assert_eq!(
+            got, want,
+            "{name}: {lo:?}..{hi:?} limit {limit} reverse {reverse}"
+        );
+    }
+}

@@ -55,6 +55,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
 use crate::reclaim::{retire_box, Pin};
+use crate::scan::Batch;
 use lock::{Mode, RowLock};
 
 /// What a conflict does.
@@ -211,6 +212,7 @@ struct State {
     /// Declared entries, sorted for ordered locking.
     order: Vec<(TableId, u32, u32, Mode)>,
     order_keys: Vec<u8>,
+    batch: Batch,
 }
 
 /// A worker thread's 2PL handle.
@@ -671,32 +673,36 @@ impl Tx for Txn<'_> {
         let tree = db.tables.get(t)?;
         // The scan's rows are locked as they are met; the leaves it read
         // are validated at commit.
-        let mut rows = Vec::new();
-        let mut nodes = std::mem::take(&mut self.st.nodes);
-        tree.scan(
-            lo,
-            hi,
-            reverse,
-            &Pin(&self.guard),
-            |leaf, v| nodes.push((leaf, v)),
-            |k, v| {
-                rows.push((k.to_vec(), v));
-                true
-            },
-        );
-        self.st.nodes = nodes;
+        // Rows are locked as they are met, a batch of keys at a time; the
+        // leaves read are validated at commit.
+        let mut batch = std::mem::take(&mut self.st.batch);
+        batch.start();
         let mut seen = 0;
-        for (k, _) in rows {
-            let i = self.acquire(t, &k, Mode::Shared)?;
-            let d = self.data(i);
-            if d.present {
-                seen += 1;
-                if !f(&k, &d.value) || seen == limit {
-                    break;
+        let r = 'scan: loop {
+            let want = (limit - seen).clamp(1, 64);
+            let nodes = &mut self.st.nodes;
+            let more = batch.next(tree, lo, hi, reverse, want, &Pin(&self.guard), |leaf, v| {
+                nodes.push((leaf, v))
+            });
+            if !more {
+                break Ok(());
+            }
+            for (k, _) in batch.iter() {
+                let i = match self.acquire(t, k, Mode::Shared) {
+                    Ok(i) => i,
+                    Err(e) => break 'scan Err(e),
+                };
+                let d = self.data(i);
+                if d.present {
+                    seen += 1;
+                    if !f(k, &d.value) || seen == limit {
+                        break 'scan Ok(());
+                    }
                 }
             }
-        }
-        Ok(())
+        };
+        self.st.batch = batch;
+        r
     }
 }
 
