@@ -66,6 +66,12 @@ pub enum Variant {
     Ordered,
     /// Every conflict aborts the requester.
     NoWait,
+    /// NOT serializable: no-wait, but a read holds its shared lock only
+    /// while it copies the value (read committed), so a lost update or a
+    /// read skew can commit. Exists only in builds with the test-only
+    /// `mutant` feature, for the checker to catch.
+    #[cfg(feature = "mutant")]
+    MutantShortReads,
 }
 
 /// A row: its lock word, and what the lock protects.
@@ -213,6 +219,9 @@ struct State {
     order: Vec<(TableId, u32, u32, Mode)>,
     order_keys: Vec<u8>,
     batch: Batch,
+    /// The mutant's copy of the value it read last.
+    #[cfg(feature = "mutant")]
+    read_copy: Vec<u8>,
 }
 
 /// A worker thread's 2PL handle.
@@ -518,6 +527,33 @@ impl Txn<'_> {
         d
     }
 
+    /// The mutant's read: a shared lock only while copying (unless the
+    /// row is already held).
+    #[cfg(feature = "mutant")]
+    fn short_read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        check_key(key)?;
+        let db: &Shared = self.db;
+        let Some(row) = db.tables.get(t)?.get(key, &Pin(&self.guard)).value else {
+            return Ok(None);
+        };
+        if let Some(&i) = self.st.by_row.get(&(row as usize)) {
+            let d = self.data(i);
+            return Ok(d.present.then_some(&d.value[..]));
+        }
+        // SAFETY: from the index while pinned.
+        let r = unsafe { &*(row as *const Row) };
+        if !r.lock.try_shared() {
+            return Err(TxError::Conflict(AbortReason::LockConflict));
+        }
+        // SAFETY: locked shared.
+        let d = unsafe { &*r.data.get() };
+        let present = d.present && !d.removed;
+        self.st.read_copy.clear();
+        self.st.read_copy.extend_from_slice(&d.value);
+        r.lock.unlock(Mode::Shared);
+        Ok(present.then_some(&self.st.read_copy[..]))
+    }
+
     /// Check that no scanned leaf changed but by this transaction.
     fn validate_nodes(&self) -> Result<(), AbortReason> {
         for &(leaf, v) in &self.st.nodes {
@@ -612,6 +648,10 @@ impl Txn<'_> {
 
 impl Tx for Txn<'_> {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        #[cfg(feature = "mutant")]
+        if self.db.variant == Variant::MutantShortReads {
+            return self.short_read(t, key);
+        }
         let i = self.acquire(t, key, Mode::Shared)?;
         let d = self.data(i);
         Ok(d.present.then_some(&d.value[..]))
