@@ -58,6 +58,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 use crate::catalog::Catalog;
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
+use crate::sync::Backoff;
 
 /// Which isolation the store gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,9 +136,9 @@ struct Slot {
 
 #[derive(Default)]
 struct Dependents {
+    /// The transaction whose dependents these are: the slot's current one,
+    /// or its next once the current one has finished.
     seq: u64,
-    /// The outcome, once decided (true: committed).
-    outcome: Option<bool>,
     waiting: Vec<usize>,
 }
 
@@ -211,6 +212,7 @@ impl Engine for Mvcc {
         let s = &self.0.slots[slot];
         s.begin.store(INF, Ordering::SeqCst);
         let seq = (s.word.load(Ordering::Relaxed) >> 2) + 1;
+        s.dependents.lock().unwrap_or_else(|p| p.into_inner()).seq = seq;
         self.0.high.fetch_max(slot + 1, Ordering::SeqCst);
         Ok(Runner {
             db: self.0.clone(),
@@ -220,6 +222,7 @@ impl Engine for Mvcc {
             oldest: 0,
             until_scan: 0,
             stats: Stats::default(),
+            backoff: Backoff::new(),
             last_end: 0,
         })
     }
@@ -237,6 +240,8 @@ pub struct Runner {
     oldest: u64,
     until_scan: u32,
     stats: Stats,
+    /// The pause before retrying after a conflict.
+    backoff: Backoff,
     last_end: u64,
 }
 
@@ -363,14 +368,9 @@ impl Runner {
         let db = &*self.db;
         let s = &db.slots[self.slot];
         let seq = self.seq;
-        {
-            let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
-            *d = Dependents {
-                seq,
-                outcome: None,
-                waiting: std::mem::take(&mut d.waiting),
-            };
-        }
+        // No one registers on our slot before we run (its dependents list
+        // already names `seq`), and the previous transaction's
+        // dependencies have all resolved: start clean.
         s.abort_now.store(false, Ordering::SeqCst);
         // Publish a lower bound of the read time before taking it, so the
         // garbage collector never misses this transaction (SeqCst orders
@@ -424,8 +424,14 @@ impl Runner {
         s.begin.store(INF, Ordering::SeqCst);
         self.seq += 1;
         match &outcome {
-            Ok(Ok(_)) => self.stats.commits += 1,
-            Ok(Err(r)) => self.stats.aborts[r.index()] += 1,
+            Ok(Ok(_)) => {
+                self.stats.commits += 1;
+                self.backoff.reset();
+            }
+            Ok(Err(r)) => {
+                self.stats.aborts[r.index()] += 1;
+                self.backoff.after_abort();
+            }
             Err(_) => self.stats.failures += 1,
         }
         outcome
@@ -517,16 +523,11 @@ impl<'r> Txn<'r> {
         if d.seq != seq {
             return Ok(false);
         }
-        match d.outcome {
-            Some(_) => Ok(false),
-            None => {
-                d.waiting.push(self.slot);
-                self.db.slots[self.slot]
-                    .pending
-                    .fetch_add(1, Ordering::SeqCst);
-                Ok(true)
-            }
-        }
+        d.waiting.push(self.slot);
+        self.db.slots[self.slot]
+            .pending
+            .fetch_add(1, Ordering::SeqCst);
+        Ok(true)
     }
 
     /// The version of `chain` valid at `rt` for this transaction (taking
@@ -875,22 +876,18 @@ impl<'r> Txn<'r> {
         if !committed {
             self.st.writes.clear();
         }
-        // Tell dependents (Hekaton §3.2).
-        let waiting = {
-            let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
-            d.outcome = Some(committed);
-            std::mem::take(&mut d.waiting)
-        };
-        for w in &waiting {
-            let t = &db.slots[*w];
+        // Tell dependents (Hekaton §3.2), and close the list: it names the
+        // slot's next transaction from now on, so a late registrant looks
+        // again and finds the versions postprocessed.
+        let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
+        for w in d.waiting.drain(..) {
+            let t = &db.slots[w];
             if !committed {
                 t.abort_now.store(true, Ordering::SeqCst);
             }
             t.pending.fetch_sub(1, Ordering::SeqCst);
         }
-        let mut d = s.dependents.lock().unwrap_or_else(|p| p.into_inner());
-        d.waiting = waiting;
-        d.waiting.clear();
+        d.seq = self.seq + 1;
     }
 }
 

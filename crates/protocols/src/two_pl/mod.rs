@@ -56,6 +56,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 use crate::catalog::Catalog;
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
+use crate::sync::Backoff;
 use lock::{Mode, RowLock};
 
 /// What a conflict does.
@@ -164,8 +165,7 @@ impl Engine for TwoPl {
             st: State::default(),
             stats: Stats::default(),
             last_commit_key: 0,
-            backoff: 0,
-            rng: 0x9e37_79b9_7f4a_7c15 ^ (&raw const *self as u64),
+            backoff: Backoff::new(),
         })
     }
 }
@@ -230,9 +230,8 @@ pub struct Runner {
     st: State,
     stats: Stats,
     last_commit_key: u64,
-    /// Consecutive aborts, for no-wait's backoff.
-    backoff: u32,
-    rng: u64,
+    /// No-wait's pause before a retry.
+    backoff: Backoff,
 }
 
 // SAFETY: the raw row pointers in `State` are empty between transactions
@@ -249,22 +248,6 @@ pub struct Txn<'r> {
 }
 
 impl Runner {
-    fn pause_after_abort(&mut self) {
-        // Randomized exponential backoff (no-wait 2PL's retry): up to
-        // 2^min(aborts, 10) pause instructions.
-        self.backoff = (self.backoff + 1).min(10);
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let n = self.rng & ((1u64 << self.backoff) - 1);
-        for _ in 0..n {
-            std::hint::spin_loop();
-        }
-        if self.backoff >= 8 {
-            std::thread::yield_now();
-        }
-    }
-
     fn run<T>(
         &mut self,
         declared: Option<&Declared>,
@@ -307,11 +290,11 @@ impl Runner {
         match &r {
             Ok(Ok(_)) => {
                 self.stats.commits += 1;
-                self.backoff = 0;
+                self.backoff.reset();
             }
             Ok(Err(reason)) => {
                 self.stats.aborts[reason.index()] += 1;
-                self.pause_after_abort();
+                self.backoff.after_abort();
             }
             Err(_) => self.stats.failures += 1,
         }
