@@ -14,6 +14,9 @@
 //! * [`TxRunner`]: how a worker thread runs a procedure once, with its
 //!   counters ([`Stats`], an optional [`Profile`]); [`Engine`]: a database
 //!   running some design, making tables and runners.
+//! * [`Interactive`] / [`InteractiveTx`]: transactions held open across
+//!   calls and stepped by the caller (the scripted isolation tests), for
+//!   designs that can run them; a session never waits for another.
 //! * [`Declared`]: a procedure's read and write sets, for designs that plan
 //!   or lock up front.
 //! * [`Error`], [`TxError`] and [`AbortReason`]: failures are errors,
@@ -45,12 +48,14 @@
 #![deny(unsafe_code)]
 
 mod error;
+mod interactive;
 pub mod keys;
 mod secondary;
 mod stats;
 mod tx;
 
 pub use error::{AbortReason, Error, TxError};
+pub use interactive::{Interactive, InteractiveTx};
 pub use secondary::SecondaryIndex;
 pub use stats::{ticks, Profile, Stats};
 pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, Tx, TxRunner};

@@ -52,8 +52,9 @@ mod worker;
 /// The protocol-neutral vocabulary (`granary-api`), re-exported: Silo
 /// implements it, and a user of Silo alone needs only this crate.
 pub use granary_api::{
-    keys, ticks, AbortReason, Declared, Engine, Error, Profile, ReadOnly, SecondaryIndex, Stats,
-    TableId, Tx, TxError, TxRunner, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
+    keys, ticks, AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, Profile,
+    ReadOnly, SecondaryIndex, Stats, TableId, Tx, TxError, TxRunner, MAX_KEY_BYTES,
+    MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 
 pub use db::{Database, Options, RecoveryMode, MAX_TABLES};

@@ -1,14 +1,16 @@
 //! Silo's side of the protocol-neutral interface (`granary_api`): its
 //! [`Transaction`], [`Worker`] and [`Database`] implement [`Tx`],
 //! [`TxRunner`] and [`Engine`], and a [`Snapshot`] is a [`ReadOnly`]. Also
-//! [`Session`], Silo's interactive transaction.
+//! [`Session`], Silo's interactive transaction ([`Interactive`],
+//! [`InteractiveTx`]).
 //!
 //! [`Database`]: crate::Database
 
 use std::ops::Bound;
 
 use granary_api::{
-    AbortReason, Engine, Error, Profile, ReadOnly, Stats, TableId, Tx, TxError, TxRunner,
+    AbortReason, Engine, Error, Interactive, InteractiveTx, Profile, ReadOnly, Stats, TableId, Tx,
+    TxError, TxRunner,
 };
 
 use crate::snapshot::Snapshot;
@@ -217,6 +219,28 @@ impl Session<'_> {
 
     /// Roll back explicitly (dropping the session does the same).
     pub fn abort(self) {}
+}
+
+// Silo meets the contract of `Interactive` as it is: an operation never
+// waits for another transaction (a read spins only on a record that a
+// commit is installing, and every commit finishes inside its own step),
+// and a conflict shows at an operation or at commit.
+impl Interactive for Worker {
+    type Session<'a> = Session<'a>;
+
+    fn begin(&mut self) -> Result<Session<'_>, Error> {
+        Ok(Worker::begin(self))
+    }
+}
+
+impl InteractiveTx for Session<'_> {
+    fn commit(self) -> Result<Result<u64, AbortReason>, Error> {
+        Ok(Session::commit(self).map(Tid::raw))
+    }
+
+    fn abort(self) {
+        Session::abort(self);
+    }
 }
 
 impl Drop for Session<'_> {
