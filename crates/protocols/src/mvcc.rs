@@ -50,8 +50,8 @@ use std::sync::{Arc, Mutex};
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner, MAX_KEY_BYTES,
-    MAX_VALUE_BYTES,
+    AbortReason, Engine, Error, Interactive, InteractiveTx, ReadOnly, Stats, TableId, Tx, TxError,
+    TxRunner, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
@@ -217,13 +217,15 @@ impl Engine for Mvcc {
         Ok(Runner {
             db: self.0.clone(),
             slot,
-            seq,
             st: State::default(),
-            oldest: 0,
-            until_scan: 0,
-            stats: Stats::default(),
-            backoff: Backoff::new(),
-            last_end: 0,
+            books: Books {
+                seq,
+                oldest: 0,
+                until_scan: 0,
+                stats: Stats::default(),
+                backoff: Backoff::new(),
+                last_end: 0,
+            },
         })
     }
 }
@@ -232,9 +234,14 @@ impl Engine for Mvcc {
 pub struct Runner {
     db: Arc<Shared>,
     slot: usize,
+    st: State,
+    books: Books,
+}
+
+/// What a runner keeps from one transaction to the next.
+struct Books {
     /// The sequence number the next transaction of this slot takes.
     seq: u64,
-    st: State,
     /// A lower bound of every active read time (refreshed every
     /// `SCAN_EVERY` transactions: a stale bound only keeps more versions).
     oldest: u64,
@@ -360,13 +367,10 @@ fn check_key(key: &[u8]) -> Result<(), TxError> {
     Ok(())
 }
 
-impl Runner {
-    fn run<T>(
-        &mut self,
-        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
-    ) -> Result<Result<T, AbortReason>, Error> {
-        let db = &*self.db;
-        let s = &db.slots[self.slot];
+impl Books {
+    /// Begin a transaction in `slot` (Hekaton: take the begin timestamp).
+    fn start<'a>(&mut self, db: &'a Shared, slot: usize, st: &'a mut State) -> Txn<'a> {
+        let s = &db.slots[slot];
         let seq = self.seq;
         // No one registers on our slot before we run (its dependents list
         // already names `seq`), and the previous transaction's
@@ -386,55 +390,149 @@ impl Runner {
             self.until_scan = SCAN_EVERY;
         }
         self.until_scan -= 1;
-        let mut tx = Txn {
+        Txn {
             db,
             guard: crossbeam_epoch::pin(),
-            st: &mut self.st,
-            slot: self.slot,
+            st,
+            slot,
             seq,
-            me: txref(self.slot, seq),
+            me: txref(slot, seq),
             rt,
             oldest: self.oldest,
-        };
-        let r = body(&mut tx);
-        let outcome = match r {
-            Ok(v) => match tx.commit() {
-                Ok(e) => {
-                    self.last_end = if tx.st.writes.is_empty() {
-                        self.last_end
-                    } else {
-                        e
-                    };
-                    Ok(Ok(v))
+        }
+    }
+
+    /// Commit `tx` (or roll it back, if `ok` is false), then close the
+    /// books on it: `Ok(Some(e))` committed at `e`, `Ok(None)` rolled back
+    /// by the caller, `Err(reason)` conflicted.
+    fn end(&mut self, mut tx: Txn<'_>, ok: bool) -> Result<Option<u64>, AbortReason> {
+        let r = if ok {
+            tx.commit().map(|e| {
+                if !tx.st.writes.is_empty() {
+                    self.last_end = e;
                 }
-                Err(reason) => Ok(Err(reason)),
-            },
-            Err(e) => {
-                tx.finish(false, 0);
-                match e {
-                    TxError::Conflict(reason) => Ok(Err(reason)),
-                    TxError::Failed(e) => Err(e),
-                }
-            }
+                Some(e)
+            })
+        } else {
+            tx.finish(false, 0);
+            Ok(None)
         };
         tx.st.reads.clear();
         tx.st.writes.clear();
         tx.st.nodes.clear();
+        tx.db.slots[tx.slot].begin.store(INF, Ordering::SeqCst);
         drop(tx);
-        s.begin.store(INF, Ordering::SeqCst);
         self.seq += 1;
-        match &outcome {
-            Ok(Ok(_)) => {
+        match r {
+            Ok(Some(_)) => {
                 self.stats.commits += 1;
                 self.backoff.reset();
             }
-            Ok(Err(r)) => {
-                self.stats.aborts[r.index()] += 1;
+            Ok(None) => {}
+            Err(reason) => {
+                self.stats.aborts[reason.index()] += 1;
                 self.backoff.after_abort();
             }
-            Err(_) => self.stats.failures += 1,
         }
-        outcome
+        r
+    }
+}
+
+impl Runner {
+    fn run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let mut tx = self.books.start(&self.db, self.slot, &mut self.st);
+        match body(&mut tx) {
+            Ok(v) => Ok(self.books.end(tx, true).map(|_| v)),
+            Err(e) => {
+                let _ = self.books.end(tx, false);
+                match e {
+                    TxError::Conflict(reason) => {
+                        self.books.stats.aborts[reason.index()] += 1;
+                        self.books.backoff.after_abort();
+                        Ok(Err(reason))
+                    }
+                    TxError::Failed(e) => {
+                        self.books.stats.failures += 1;
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An interactive transaction (the hermitage scripts' sessions). It never
+/// waits for another open session: a write conflict fails at once, and a
+/// commit dependency can only be on a transaction inside its own commit
+/// step, which finishes by itself.
+pub struct Session<'a> {
+    tx: Option<Txn<'a>>,
+    books: &'a mut Books,
+}
+
+impl Interactive for Runner {
+    type Session<'a> = Session<'a>;
+
+    fn begin(&mut self) -> Result<Session<'_>, Error> {
+        let tx = self.books.start(&self.db, self.slot, &mut self.st);
+        Ok(Session {
+            tx: Some(tx),
+            books: &mut self.books,
+        })
+    }
+}
+
+impl<'a> Session<'a> {
+    fn tx(&mut self) -> &mut Txn<'a> {
+        self.tx.as_mut().expect("open until commit or drop")
+    }
+}
+
+impl InteractiveTx for Session<'_> {
+    fn commit(mut self) -> Result<Result<u64, AbortReason>, Error> {
+        let tx = self.tx.take().expect("open");
+        Ok(self.books.end(tx, true).map(|e| e.unwrap_or(0)))
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let _ = self.books.end(tx, false);
+        }
+    }
+}
+
+impl Tx for Session<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.tx().get(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx().put(t, key, value)
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx().insert(t, key, value)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        self.tx().delete(t, key)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError> {
+        self.tx().scan(t, lo, hi, limit, reverse, f)
     }
 }
 
@@ -495,11 +593,11 @@ impl TxRunner for Runner {
     }
 
     fn last_commit_key(&self) -> u64 {
-        self.last_end
+        self.books.last_end
     }
 
     fn stats(&self) -> &Stats {
-        &self.stats
+        &self.books.stats
     }
 
     fn snapshot_read<T>(

@@ -48,8 +48,8 @@ use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
 use granary_api::{
-    AbortReason, Declared, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner,
-    MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, ReadOnly, Stats, TableId, Tx,
+    TxError, TxRunner, MAX_KEY_BYTES, MAX_VALUE_BYTES,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
@@ -325,6 +325,80 @@ impl Runner {
             Err(_) => self.stats.failures += 1,
         }
         r
+    }
+}
+
+/// An interactive transaction (the hermitage scripts' sessions). Every
+/// lock is taken no-wait, whatever the variant: a session must never wait
+/// for another open one.
+pub struct Session<'a> {
+    tx: Txn<'a>,
+    stats: &'a mut Stats,
+    last_commit_key: &'a mut u64,
+}
+
+impl Interactive for Runner {
+    type Session<'a> = Session<'a>;
+
+    fn begin(&mut self) -> Result<Session<'_>, Error> {
+        Ok(Session {
+            tx: Txn {
+                db: &self.db,
+                guard: crossbeam_epoch::pin(),
+                st: &mut self.st,
+                wait: false,
+            },
+            stats: &mut self.stats,
+            last_commit_key: &mut self.last_commit_key,
+        })
+    }
+}
+
+impl InteractiveTx for Session<'_> {
+    fn commit(mut self) -> Result<Result<u64, AbortReason>, Error> {
+        match self.tx.validate_nodes() {
+            Ok(()) => {
+                let wrote = !self.tx.st.writes.is_empty();
+                *self.last_commit_key = self.tx.commit(*self.last_commit_key);
+                self.stats.commits += 1;
+                Ok(Ok(if wrote { *self.last_commit_key } else { 0 }))
+            }
+            Err(reason) => {
+                self.tx.rollback();
+                self.stats.aborts[reason.index()] += 1;
+                Ok(Err(reason))
+            }
+        }
+    }
+}
+
+impl Tx for Session<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.tx.get(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx.put(t, key, value)
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx.insert(t, key, value)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        self.tx.delete(t, key)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError> {
+        self.tx.scan(t, lo, hi, limit, reverse, f)
     }
 }
 
