@@ -13,6 +13,12 @@
 //!   append unique elements to lists and read whole lists, so the order of
 //!   every key's versions is visible in the values themselves. Keys rotate
 //!   every few thousand transactions to keep lists short.
+//! * [`CheckWorkload::WriteSkew`] — built to provoke write skew (G2-item):
+//!   keys in pairs, each pair's sum kept at least 1 ("one doctor on
+//!   call"). A transaction reads both keys of a pair and, if both are 1,
+//!   sets one of them to 0; otherwise it sets one back to 1. Under
+//!   snapshot isolation two transactions can both see (1, 1) and clear
+//!   different keys; a serializable design never lets a pair reach (0, 0).
 
 use std::fmt;
 use std::ops::Bound;
@@ -35,14 +41,17 @@ pub enum CheckWorkload {
     Bank,
     /// Elle's list-append.
     ListAppend,
+    /// Pairs whose sum must stay at least 1: write skew's test.
+    WriteSkew,
 }
 
 impl CheckWorkload {
     /// Every workload, for help texts and CI loops.
-    pub const ALL: [CheckWorkload; 3] = [
+    pub const ALL: [CheckWorkload; 4] = [
         CheckWorkload::Ycsb,
         CheckWorkload::Bank,
         CheckWorkload::ListAppend,
+        CheckWorkload::WriteSkew,
     ];
 
     /// The workload's command-line name.
@@ -51,6 +60,7 @@ impl CheckWorkload {
             CheckWorkload::Ycsb => "ycsb",
             CheckWorkload::Bank => "bank",
             CheckWorkload::ListAppend => "list-append",
+            CheckWorkload::WriteSkew => "write-skew",
         }
     }
 
@@ -74,6 +84,7 @@ impl CheckWorkload {
             CheckWorkload::Ycsb => 1000,
             CheckWorkload::Bank => 50,
             CheckWorkload::ListAppend => 32,
+            CheckWorkload::WriteSkew => 16,
         }
     }
 }
@@ -161,10 +172,20 @@ pub fn run_check<E: Engine>(
     if cfg.keys < 2 || cfg.keys >= 1 << 30 {
         return Err(Error::InvalidOption("keys must be in 2..2^30".into()));
     }
+    if cfg.workload == CheckWorkload::WriteSkew && cfg.keys % 2 == 1 {
+        return Err(Error::InvalidOption(
+            "write-skew keys come in pairs: keys must be even".into(),
+        ));
+    }
     let zipf = Zipf::new(cfg.keys, cfg.theta).map_err(|e| Error::InvalidOption(e.to_string()))?;
     let table = engine.create_table(cfg.workload.name())?;
     let mut loader = Recorder::new(cfg.threads as u16);
-    if cfg.workload == CheckWorkload::Bank {
+    let initial = match cfg.workload {
+        CheckWorkload::Bank => Some(INITIAL_BALANCE),
+        CheckWorkload::WriteSkew => Some(1),
+        _ => None,
+    };
+    if let Some(value) = initial {
         let mut r = engine.runner()?;
         let mut rr = RecordingRunner {
             runner: &mut r,
@@ -173,7 +194,7 @@ pub fn run_check<E: Engine>(
         for chunk in (0..cfg.keys).collect::<Vec<_>>().chunks(1000) {
             committed_or_err(rr.try_run(|tx| {
                 for &a in chunk {
-                    tx.put(table, &key(a), &INITIAL_BALANCE.to_be_bytes())?;
+                    tx.put(table, &key(a), &value.to_be_bytes())?;
                 }
                 Ok(())
             }))?;
@@ -363,6 +384,29 @@ impl Ctx<'_> {
                     }
                     Ok(None)
                 })?
+            }
+            CheckWorkload::WriteSkew => {
+                let pair = self.zipf.next(self.rng) / 2 * 2;
+                let mine = pair + self.rng.below(2);
+                let worker = self.worker;
+                let mut violations = Vec::new();
+                let r = rr.try_run(|tx| {
+                    violations.clear();
+                    let x = tx.get(t, &key(pair))?.map_or(0, num);
+                    let y = tx.get(t, &key(pair + 1))?.map_or(0, num);
+                    if x + y == 0 {
+                        violations.push(format!(
+                            "worker {worker}: pair {pair} read as (0, 0): write skew"
+                        ));
+                    }
+                    let v: u64 = if x + y >= 2 { 0 } else { 1 };
+                    tx.put(t, &key(mine), &v.to_be_bytes())?;
+                    Ok(None)
+                })?;
+                if r.is_ok() {
+                    self.violations.extend(violations);
+                }
+                r
             }
             CheckWorkload::ListAppend => {
                 let generation = done / LIST_GENERATION * self.cfg.keys;
