@@ -264,7 +264,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
         if single {
             print_report(name, c.threads, report);
         } else {
-            print_run(name, r, p, c.threads, report);
+            print_report(&format!("{name} run {r} protocol={p}"), c.threads, report);
         }
     })?;
     let summaries = session::summarize(&loaded, &reports);
@@ -299,19 +299,6 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     Ok(first.result.clone())
 }
 
-/// One run of several: its headline, then its details.
-fn print_run(name: &str, run: usize, p: Protocol, threads: usize, r: &RunReport) {
-    println!(
-        "{name} run {run} protocol={p} threads={threads}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s over {:.1} s",
-        r.throughput_txn_per_s,
-        r.throughput_txn_per_s / threads as f64,
-        r.aborts_per_s,
-        r.elapsed_s
-    );
-    print_details(r, true);
-    print_durability(r);
-}
-
 /// Each protocol's medians and its ratio to the first.
 fn print_summaries(name: &str, threads: usize, summaries: &[Summary]) {
     for s in summaries {
@@ -327,9 +314,11 @@ fn print_summaries(name: &str, threads: usize, summaries: &[Summary]) {
     }
 }
 
-fn print_report(name: &str, threads: usize, r: &RunReport) {
+/// A run's headline (`label` names it: the benchmark, and with several
+/// runs the run and protocol), then its details.
+fn print_report(label: &str, threads: usize, r: &RunReport) {
     println!(
-        "{name} threads={threads}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s over {:.1} s",
+        "{label} threads={threads}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s over {:.1} s",
         r.throughput_txn_per_s,
         r.throughput_txn_per_s / threads as f64,
         r.aborts_per_s,

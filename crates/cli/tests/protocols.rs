@@ -2,7 +2,7 @@
 //! on `granary check`, refusals, and `--durable` with several.
 
 mod common;
-use common::{granary, text};
+use common::{granary, number, text};
 
 use std::path::PathBuf;
 
@@ -14,12 +14,6 @@ fn scratch(test: &str) -> PathBuf {
 
 fn read(p: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("JSON written")).expect("JSON")
-}
-
-fn f64_of(v: &Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("`{key}` is not a number in {v}"))
 }
 
 #[test]
@@ -78,26 +72,26 @@ fn two_protocols_get_two_databases_and_two_summaries() {
     // The top-level contract keys are the first protocol's medians.
     assert_eq!(doc["protocol"], "silo");
     assert_eq!(
-        f64_of(&doc, "throughput_txn_per_s"),
-        f64_of(&protocols[0], "throughput_txn_per_s")
+        number(&doc, "throughput_txn_per_s"),
+        number(&protocols[0], "throughput_txn_per_s")
     );
     assert_eq!(
-        f64_of(&doc, "aborts_per_s"),
-        f64_of(&protocols[0], "aborts_per_s")
+        number(&doc, "aborts_per_s"),
+        number(&protocols[0], "aborts_per_s")
     );
     assert_eq!(doc["result"], protocols[0]["result"]);
-    assert_eq!(f64_of(&protocols[0], "throughput_ratio"), 1.0);
+    assert_eq!(number(&protocols[0], "throughput_ratio"), 1.0);
     for p in protocols {
         assert_eq!(p["protocol"], "silo");
         assert_eq!(p["isolation"], "serializable");
         assert_eq!(p["runs_txn_per_s"].as_array().unwrap().len(), 2);
-        assert!(f64_of(p, "throughput_txn_per_s") > 0.0);
-        assert!(f64_of(p, "load_s") > 0.0);
+        assert!(number(p, "throughput_txn_per_s") > 0.0);
+        assert!(number(p, "load_s") > 0.0);
         assert!(p["result"]["per_second"].is_array());
     }
-    let ratio = f64_of(&protocols[1], "throughput_ratio");
-    let expected = f64_of(&protocols[1], "throughput_txn_per_s")
-        / f64_of(&protocols[0], "throughput_txn_per_s");
+    let ratio = number(&protocols[1], "throughput_ratio");
+    let expected = number(&protocols[1], "throughput_txn_per_s")
+        / number(&protocols[0], "throughput_txn_per_s");
     assert!((ratio - expected).abs() < 1e-9, "{ratio} vs {expected}");
 
     // `granary plot` draws a series per protocol.
@@ -219,9 +213,9 @@ fn check_reports_each_protocol() {
         assert_eq!(p["protocol"], "silo");
         assert_eq!(p["anomalies"], 0);
         assert_eq!(p["seed"], 4);
-        total += f64_of(p, "transactions");
+        total += number(p, "transactions");
     }
-    assert_eq!(f64_of(&doc, "transactions"), total);
+    assert_eq!(number(&doc, "transactions"), total);
     assert_eq!(doc["anomalies"], 0);
     for f in ["history-0-silo.json", "history-1-silo.json"] {
         assert!(dir.join(f).exists(), "{f} not written");

@@ -2,22 +2,11 @@
 //! JSON keys scripts rely on (`.ci/run`, docs/BENCHMARKS.md).
 
 mod common;
-use common::{granary, text};
+use common::{granary, number, text};
 
 use std::path::PathBuf;
 
 use serde_json::Value;
-
-fn number(v: &Value, path: &str) -> f64 {
-    let mut at = v;
-    for seg in path.split('.') {
-        at = at
-            .get(seg)
-            .unwrap_or_else(|| panic!("JSON lacks `{path}`: {v}"));
-    }
-    at.as_f64()
-        .unwrap_or_else(|| panic!("`{path}` is not a number: {at}"))
-}
 
 #[test]
 fn json_keeps_its_contract_keys_for_both_engines() {

@@ -89,13 +89,11 @@ impl Silo52 {
     /// draws it per attempt, inside the body).
     fn run_declared<R: TxRunner>(
         &self,
+        t: TableId,
         read: bool,
         th: &mut Silo52Thread,
         ex: &mut Exec<'_, R>,
     ) -> Result<(), Error> {
-        let t = self
-            .table
-            .ok_or_else(|| Error::InvalidOption("ycsb: run before load".into()))?;
         let k = th.rng.below(self.keys);
         let d = &mut th.declared;
         d.clear();
@@ -196,7 +194,7 @@ impl Workload for Silo52 {
         let (keys, rng, val) = (self.keys, &mut th.rng, &mut th.val);
         let read = (rng.below(100) as u32) < self.read_pct;
         if ex.uses_declared() {
-            return self.run_declared(read, th, ex);
+            return self.run_declared(t, read, th, ex);
         }
         // Inlined: on transactions this short the call into the driver
         // would cost some 3% (see `Exec::txn_inline`).

@@ -1,9 +1,9 @@
 //! Workloads declare what protocols that read declarations need, and
 //! nothing for those that do not (`TxRunner::uses_declared`).
 //!
-//! `Fenced` runs Silo underneath and checks every access against the
-//! running procedure's declaration the way Partitioned-Store (Silo §5.4)
-//! would lock it: the partitions declared outright plus those of the
+//! `Checked` runs Silo underneath and fences every procedure (`Fenced`)
+//! with its declaration the way Partitioned-Store (Silo §5.4) would lock
+//! it: the partitions declared outright plus those of the
 //! declared keys, all of them when nothing is declared; a shared table is
 //! read under any partition and written only holding all. A key of a
 //! hash-partitioned table must be declared itself (its partition is a hash
@@ -21,6 +21,7 @@ use granary_api::{
     Tx, TxError, TxRunner,
 };
 use granary_workloads::driver::{self, DriverConfig, Workload};
+use granary_workloads::fence::Fenced;
 use granary_workloads::silo52::Silo52;
 use granary_workloads::smallbank::{SmallBank, SmallBankConfig};
 use granary_workloads::tpcc::{Tpcc, TpccConfig};
@@ -82,16 +83,16 @@ struct Shared {
 }
 
 /// Silo, checking declarations as Partitioned-Store would lock them.
-struct Fenced {
+struct Checked {
     db: Database,
     reads_declarations: bool,
     shared: Arc<Shared>,
 }
 
-impl Fenced {
-    fn new(partitioning: Partitioning, reads_declarations: bool) -> Fenced {
+impl Checked {
+    fn new(partitioning: Partitioning, reads_declarations: bool) -> Checked {
         let o = Options::default().epoch_interval(Duration::from_millis(5));
-        Fenced {
+        Checked {
             db: Database::new(o).expect("db"),
             reads_declarations,
             shared: Arc::new(Shared {
@@ -112,7 +113,7 @@ impl Fenced {
     }
 }
 
-impl Engine for Fenced {
+impl Engine for Checked {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
@@ -144,93 +145,21 @@ struct Runner {
     shared: Arc<Shared>,
 }
 
-/// A transaction checked against its declaration (`None`: undeclared,
-/// which holds every partition).
-struct Fence<'a> {
-    tx: &'a mut (dyn DynTx + 'a),
-    declared: Option<&'a Declared>,
-    shared: &'a Shared,
-    /// The partition key values the declaration holds.
-    held: Vec<u64>,
-}
-
-impl<'a> Fence<'a> {
-    fn new(
-        tx: &'a mut (dyn DynTx + 'a),
-        declared: Option<&'a Declared>,
-        shared: &'a Shared,
-    ) -> Self {
-        let mut held: Vec<u64> = Vec::new();
-        if let Some(d) = declared {
-            held.extend(d.partitions());
-            let tables = shared.tables.read().unwrap();
-            for (t, k) in d.reads().chain(d.writes()) {
-                if let Some(v) = tables[t.index() as usize].1.field_value(k) {
-                    held.push(v);
-                }
-            }
-        }
-        Fence {
-            tx,
-            declared,
-            shared,
-            held,
-        }
-    }
-
-    fn check(&self, t: TableId, key: &[u8], write: bool) {
-        let Some(d) = self.declared else { return };
-        // Declared keys of a hash-partitioned table hold their partitions
-        // too; a declaration with no partition at all holds every one.
-        let hashed = {
-            let tables = self.shared.tables.read().unwrap();
-            d.reads()
-                .chain(d.writes())
-                .any(|(t, _)| tables[t.index() as usize].1 == PartitionRule::Hash)
-        };
-        if self.held.is_empty() && !hashed {
-            return;
-        }
-        let tables = self.shared.tables.read().unwrap();
-        let (name, rule) = &tables[t.index() as usize];
-        let ok = match rule {
-            PartitionRule::Shared => !write,
-            PartitionRule::Hash if write => d.covers_write(t, key),
-            PartitionRule::Hash => d.covers_read(t, key),
-            r @ PartitionRule::Field { .. } => {
-                let v = r.field_value(key).expect("a field rule");
-                self.held.contains(&v)
-            }
-        };
-        if !ok {
-            self.shared.outside.lock().unwrap().push(format!(
-                "{} of {name} key {key:?} outside partitions {:?}",
-                if write { "write" } else { "read" },
-                self.held
-            ));
-        }
-    }
-}
-
-impl Tx for Fence<'_> {
+impl Tx for dyn DynTx + '_ {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
-        self.check(t, key, false);
-        self.tx.get_(t, key)
+        self.get_(t, key)
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.check(t, key, true);
-        self.tx.put_(t, key, value)
+        self.put_(t, key, value)
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.check(t, key, true);
-        self.tx.insert_(t, key, value)
+        self.insert_(t, key, value)
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        self.check(t, key, true);
-        self.tx.delete_(t, key)
+        self.delete_(t, key)
     }
 
     fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
@@ -242,19 +171,58 @@ impl Tx for Fence<'_> {
         reverse: bool,
         mut f: F,
     ) -> Result<(), TxError> {
-        // The range's start names its partition even when it is empty.
-        if let Bound::Included(k) | Bound::Excluded(k) = lo {
-            self.check(t, k, false);
+        self.scan_(t, lo, hi, limit, reverse, &mut f)
+    }
+}
+
+/// A procedure's transaction, fenced by its declaration.
+type Fence<'a> = Fenced<'a, dyn DynTx + 'a>;
+
+/// What a declaration (`None`: undeclared) holds, as Partitioned-Store
+/// locks it.
+struct Held<'a> {
+    declared: Option<&'a Declared>,
+    tables: &'a [(String, PartitionRule)],
+    /// The partition key values declared, outright or by the keys.
+    values: Vec<u64>,
+    /// Every partition: nothing declared that names one.
+    all: bool,
+}
+
+impl<'a> Held<'a> {
+    fn new(declared: Option<&'a Declared>, tables: &'a [(String, PartitionRule)]) -> Self {
+        let mut values: Vec<u64> = Vec::new();
+        let mut hashed = false;
+        if let Some(d) = declared {
+            values.extend(d.partitions());
+            for (t, k) in d.reads().chain(d.writes()) {
+                let rule = tables[t.index() as usize].1;
+                values.extend(rule.field_value(k));
+                hashed |= rule == PartitionRule::Hash;
+            }
         }
-        let mut seen = Vec::new();
-        self.tx.scan_(t, lo, hi, limit, reverse, &mut |k, v| {
-            seen.push(k.to_vec());
-            f(k, v)
-        })?;
-        for k in seen {
-            self.check(t, &k, false);
+        Held {
+            declared,
+            tables,
+            all: values.is_empty() && !hashed,
+            values,
         }
-        Ok(())
+    }
+
+    /// Whether the access is within what is held. A key of a hashed table
+    /// must be declared itself (its partition is a hash of it).
+    fn allows(&self, t: TableId, key: &[u8], write: bool) -> bool {
+        let Some(d) = self.declared.filter(|_| !self.all) else {
+            return true;
+        };
+        match self.tables[t.index() as usize].1 {
+            PartitionRule::Shared => !write,
+            PartitionRule::Hash if write => d.covers_write(t, key),
+            PartitionRule::Hash => d.covers_read(t, key),
+            r @ PartitionRule::Field { .. } => self
+                .values
+                .contains(&r.field_value(key).expect("a field rule")),
+        }
     }
 }
 
@@ -265,8 +233,23 @@ impl Runner {
         body: impl FnOnce(&mut Fence<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
         let shared = &*self.shared;
-        self.w
-            .try_run(|tx| body(&mut Fence::new(tx, declared, shared)))
+        self.w.try_run(|tx| {
+            let tables = shared.tables.read().unwrap();
+            let held = Held::new(declared, &tables);
+            let allows = |t: TableId, k: &[u8], w: bool| held.allows(t, k, w);
+            let mut f: Fence<'_> = Fenced::with(tx, &allows);
+            let r = body(&mut f);
+            let mut outside = shared.outside.lock().unwrap();
+            for (t, k, w) in &f.outside {
+                outside.push(format!(
+                    "{} of {} key {k:?} outside partitions {:?}",
+                    if *w { "write" } else { "read" },
+                    tables[t.index() as usize].0,
+                    held.values
+                ));
+            }
+            r
+        })
     }
 }
 
@@ -311,8 +294,8 @@ impl TxRunner for Runner {
 
 /// Load `w` on a fence and run it briefly with 2 threads; returns the
 /// engine for its tallies.
-fn run<W: Workload>(mut w: W, partitioning: Partitioning, reads_declarations: bool) -> Fenced {
-    let e = Fenced::new(partitioning, reads_declarations);
+fn run<W: Workload>(mut w: W, partitioning: Partitioning, reads_declarations: bool) -> Checked {
+    let e = Checked::new(partitioning, reads_declarations);
     w.load(&e, &|_, _| {}).expect("load");
     let cfg = DriverConfig {
         threads: 2,
@@ -353,7 +336,7 @@ fn smallbank() -> SmallBank {
 }
 
 /// `run` for each workload, with its partitioning.
-fn each(reads_declarations: bool, check: impl Fn(&str, Fenced)) {
+fn each(reads_declarations: bool, check: impl Fn(&str, Checked)) {
     use granary_workloads::{smallbank, tpcc, ycsb};
     check(
         "tpcc",
@@ -397,7 +380,7 @@ fn nothing_is_declared_for_protocols_that_ignore_declarations() {
 
 #[test]
 fn the_fence_catches_an_access_outside() {
-    let e = Fenced::new(granary_workloads::tpcc::partitioning(), true);
+    let e = Checked::new(granary_workloads::tpcc::partitioning(), true);
     let wh = e.create_table("warehouse").unwrap();
     let item = e.create_table("item").unwrap();
     let mut r = e.runner().unwrap();
