@@ -3,20 +3,31 @@
 //! JSON.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use granary::{Database, Options};
-use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
-use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig, MAX_WAREHOUSES};
+use granary_workloads::driver::{DriverConfig, RunReport, Workload};
+use granary_workloads::tpcc::{self, Mix, Tpcc, TpccConfig, MAX_WAREHOUSES};
 use serde::Serialize;
 
-use crate::report::{fresh_seed, machine, progress, write_json, Machine};
+use crate::protocol::{check_all, EngineOptions, Protocol, WorkloadInfo};
+use crate::report::{fresh_seed, machine, write_json, Machine};
+use crate::session::{self, Summary};
 
 /// Flags every driver benchmark takes.
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct CommonArgs {
+    /// Protocol(s) to run, comma-separated. Several (e.g. `silo,silo`)
+    /// each get their own database, loaded alike before any measured run;
+    /// the runs then alternate protocol by protocol, and each protocol's
+    /// medians and throughput ratio to the first are reported. A protocol
+    /// that cannot run the workload is refused before anything runs.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "silo")]
+    pub protocol: Vec<Protocol>,
+    /// Measured runs per protocol; medians are reported.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -53,7 +64,8 @@ pub struct DurableArgs {
     /// Log and checkpoint into this new directory (SiloR): reports
     /// commit-to-durable latency and log MB/s besides throughput. It must
     /// not already hold a database; afterwards `granary inspect DIR` and
-    /// `granary bench recover DIR` work on it.
+    /// `granary bench recover DIR` work on it. Silo only, one protocol at
+    /// a time.
     #[arg(long, value_name = "DIR")]
     pub durable: Option<PathBuf>,
     /// Logger threads (each with its own directory: log.0, log.1, …).
@@ -173,16 +185,20 @@ pub struct TpccArgs {
 }
 
 /// The JSON result: top-level `throughput_txn_per_s` / `aborts_per_s` are
-/// a contract scripts rely on.
+/// a contract scripts rely on. With several protocols (or runs), the
+/// top-level figures are the first protocol's medians, `result` its median
+/// run, and `protocols` has every protocol's [`Summary`].
 #[derive(Serialize)]
 struct Output<'a, C: Serialize> {
     benchmark: &'static str,
     throughput_txn_per_s: f64,
     aborts_per_s: f64,
-    protocol: &'static str,
+    protocol: Protocol,
     seed: u64,
     load_s: f64,
     result: &'a RunReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocols: Option<&'a [Summary]>,
     config: &'a C,
     machine: Machine,
 }
@@ -210,36 +226,30 @@ pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Load and run `w` on a fresh Silo database; print and write the report.
-pub(crate) fn drive<W: Workload, C: Serialize>(
+/// Load `make(protocol)`'s workload into a fresh database of each
+/// `--protocol` and run them, alternating; print and write the report.
+/// `info` says what the workload is, for protocols to refuse.
+pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     name: &'static str,
-    mut w: W,
+    make: impl Fn(Protocol) -> Result<W, String>,
+    info: WorkloadInfo,
     c: &CommonArgs,
     config: &C,
 ) -> Result<RunReport, String> {
     check_common(c)?;
+    if c.runs == 0 {
+        return Err("--runs must be at least 1, got 0".into());
+    }
+    let info = info.durable(c.durable.durable.is_some());
+    // Refused before anything is printed or loaded.
+    check_all(&c.protocol, &info)?;
     let seed = c.seed.unwrap_or_else(fresh_seed);
     eprintln!(
         "{name}: threads={} seconds={} seed={seed}",
         c.threads, c.seconds
     );
-    let db = c.durable.open(opts(c))?;
-    let t0 = Instant::now();
-    let pb = progress(1, "loading");
-    // Loader threads report out of order: the bar shows the furthest.
-    let (reached, announced) = (AtomicU64::new(0), AtomicU64::new(0));
-    w.load(&db, &|done, total| {
-        // Relaxed: figures for display, read after the loaders are joined.
-        announced.store(total, Ordering::Relaxed);
-        let done = reached.fetch_max(done, Ordering::Relaxed).max(done);
-        pb.set_length(total);
-        pb.set_position(done);
-    })
-    .map_err(|e| format!("load failed: {e}"))?;
-    pb.finish_and_clear();
-    let load_s = t0.elapsed().as_secs_f64();
-    let (done, total) = (reached.into_inner(), announced.into_inner());
-    eprintln!("{name}: loaded in {load_s:.2} s (progress {done}/{total})");
+    let opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
+    let loaded = session::load_all(name, &c.protocol, &opts, &info, make)?;
     let cfg = DriverConfig {
         threads: c.threads,
         warmup: Duration::from_secs_f64(c.warmup),
@@ -248,40 +258,67 @@ pub(crate) fn drive<W: Workload, C: Serialize>(
         latency_every: c.latency_every,
         breakdown: c.breakdown,
     };
-    let pb = progress((c.warmup + c.seconds).ceil() as u64, "running");
-    let r = driver::run(&w, &db, &cfg, &|el, _| pb.set_position(el as u64))
-        .map_err(|e| format!("run failed: {e}"))?;
-    pb.finish_and_clear();
-    print_report(name, c.threads, &r);
-    print_logging(&db);
+    // One protocol, one run: the report as it always was.
+    let single = loaded.len() == 1 && c.runs == 1;
+    let reports = session::alternate(&loaded, c.runs, &cfg, &mut |r, p, report| {
+        if single {
+            print_report(name, c.threads, report);
+        } else {
+            print_report(&format!("{name} run {r} protocol={p}"), c.threads, report);
+        }
+    })?;
+    let summaries = session::summarize(&loaded, &reports);
+    if !single {
+        print_summaries(name, c.threads, &summaries);
+    }
+    for l in &loaded {
+        l.print_logging();
+    }
+    let first = &summaries[0];
     if let Some(p) = &c.json {
         write_json(
             p,
             &Output {
                 benchmark: name,
-                throughput_txn_per_s: r.throughput_txn_per_s,
-                aborts_per_s: r.aborts_per_s,
-                protocol: "silo",
+                throughput_txn_per_s: first.throughput_txn_per_s,
+                aborts_per_s: first.aborts_per_s,
+                protocol: first.protocol,
                 seed,
-                load_s,
-                result: &r,
+                load_s: first.load_s,
+                result: &first.result,
+                protocols: (!single).then_some(&summaries[..]),
                 config,
                 machine: machine(),
             },
         )?;
     }
-    if !r.invariant_violations.is_empty() {
-        return Err(format!(
-            "{} invariant violations after the run",
-            r.invariant_violations.len()
-        ));
+    let violations = session::violations(&reports);
+    if violations > 0 {
+        return Err(format!("{violations} invariant violations after the run"));
     }
-    Ok(r)
+    Ok(first.result.clone())
 }
 
-fn print_report(name: &str, threads: usize, r: &RunReport) {
+/// Each protocol's medians and its ratio to the first.
+fn print_summaries(name: &str, threads: usize, summaries: &[Summary]) {
+    for s in summaries {
+        println!(
+            "{name} protocol={} threads={threads}: median {:.0} txn/s ({:.0}/thread), {:.0} aborts/s; {:.3}x the throughput of {}",
+            s.protocol,
+            s.throughput_txn_per_s,
+            s.throughput_txn_per_s / threads as f64,
+            s.aborts_per_s,
+            s.throughput_ratio,
+            summaries[0].protocol
+        );
+    }
+}
+
+/// A run's headline (`label` names it: the benchmark, and with several
+/// runs the run and protocol), then its details.
+fn print_report(label: &str, threads: usize, r: &RunReport) {
     println!(
-        "{name} threads={threads}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s over {:.1} s",
+        "{label} threads={threads}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s over {:.1} s",
         r.throughput_txn_per_s,
         r.throughput_txn_per_s / threads as f64,
         r.aborts_per_s,
@@ -379,6 +416,11 @@ pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
     cfg.fast_ids = a.fast_ids;
     cfg.snapshot_stock_level = a.snapshot_stock_level;
     cfg.bind_warehouses = !a.no_bind;
-    let w = Tpcc::new(cfg).map_err(|e| e.to_string())?;
-    drive("tpcc", w, &a.common, &a)
+    // Checked once here, so that a bad configuration is reported before
+    // any protocol is.
+    Tpcc::new(cfg.clone()).map_err(|e| e.to_string())?;
+    let info = WorkloadInfo::partitioned("bench tpcc", tpcc::partitioning())
+        .partition_values(warehouses as usize);
+    let make = |_| Tpcc::new(cfg.clone()).map_err(|e| e.to_string());
+    drive("tpcc", make, info, &a.common, &a)
 }

@@ -1,28 +1,17 @@
 //! `granary check <workload>`: run a contended workload with history
 //! recording on, then check the history with `granary-check`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use granary::{Database, Engine, Options};
+use granary::{Engine, Options};
 use granary_check::{check, Level, Report};
 use granary_workloads::check::{run_check, CheckConfig, CheckRun, CheckWorkload};
 use serde::Serialize;
 
+use crate::protocol::{check_all, with_engine, EngineOptions, Isolation, Protocol, WorkloadInfo};
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
-
-#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Protocol {
-    /// Silo's serializable OCC (the default engine).
-    Silo,
-    /// Silo with read-set validation turned off: NOT serializable. Exists
-    /// only in builds with the test-only `mutant` feature, to show the
-    /// checker catching a broken engine.
-    #[cfg(feature = "mutant")]
-    SiloMutant,
-}
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -41,9 +30,12 @@ pub struct CheckArgs {
     /// (Elle's list-append).
     #[arg(value_parser = CheckWorkload::parse)]
     pub workload: CheckWorkload,
-    /// Concurrency-control protocol to check.
-    #[arg(long, value_enum, default_value = "silo")]
-    pub protocol: Protocol,
+    /// Protocol(s) to check, comma-separated: each in turn, on a fresh
+    /// database of its own, with the same seed; each is reported (and the
+    /// exit status is 1 if any shows an anomaly). A protocol that cannot
+    /// run the workload is refused before anything runs.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "silo")]
+    pub protocol: Vec<Protocol>,
     /// Worker threads.
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
@@ -61,14 +53,18 @@ pub struct CheckArgs {
     /// streams — thread interleavings still differ run to run).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Isolation level to check against. Default: the level the protocol
-    /// claims (serializable for Silo).
+    /// Isolation level to check against. Default: the level each protocol
+    /// claims (serializable for Silo, snapshot isolation for si).
     #[arg(long, value_enum)]
     pub level: Option<LevelArg>,
-    /// Write the result as JSON (top-level `transactions` and `anomalies`).
+    /// Write the result as JSON (top-level `transactions` and `anomalies`;
+    /// with several protocols, their totals and `protocols`, one entry per
+    /// protocol).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write the recorded history as JSON, for offline inspection.
+    /// Write the recorded history as JSON, for offline inspection (with
+    /// several protocols, one file each: FILE's name with `-N-PROTOCOL`
+    /// before its extension, N counting from 0).
     #[arg(long)]
     pub save_history: Option<PathBuf>,
     /// Epoch interval in milliseconds (short epochs interleave commits
@@ -77,8 +73,9 @@ pub struct CheckArgs {
     pub epoch_ms: u64,
 }
 
+/// One protocol's result.
 #[derive(Serialize)]
-struct Output<'a> {
+struct Output {
     /// Committed transactions checked.
     transactions: usize,
     /// Anomalies found by the checker plus workload invariant violations.
@@ -93,19 +90,42 @@ struct Output<'a> {
     seed: u64,
     run_seconds: f64,
     check_seconds: f64,
-    invariant_violations: &'a [String],
-    report: &'a Report,
+    invariant_violations: Vec<String>,
+    report: Report,
     machine: Machine,
 }
 
-/// Returns the number of anomalies found (the caller exits non-zero if
-/// any).
+/// Several protocols' results: the totals, then one entry each.
+#[derive(Serialize)]
+struct Outputs<'a> {
+    transactions: usize,
+    anomalies: usize,
+    workload: &'static str,
+    seed: u64,
+    protocols: &'a [Output],
+}
+
+/// What `workload` is, for protocols to refuse.
+fn info(workload: CheckWorkload) -> WorkloadInfo {
+    let name = format!("check {workload}");
+    match workload {
+        CheckWorkload::Bank => WorkloadInfo::unpartitioned(name, "its audits scan every account"),
+        CheckWorkload::ListAppend | CheckWorkload::Ycsb => {
+            WorkloadInfo::unpartitioned(name, "the check workloads declare no partitions")
+        }
+    }
+}
+
+/// Returns the number of anomalies found over every protocol (the caller
+/// exits non-zero if any).
 pub fn run(a: CheckArgs) -> Result<usize, String> {
+    check_all(&a.protocol, &info(a.workload))?;
     let seed = a.seed.unwrap_or_else(fresh_seed);
+    let names: Vec<String> = a.protocol.iter().map(|p| p.name()).collect();
     eprintln!(
         "granary check {} --protocol {} --threads {} --txns {} --seed {seed}",
         a.workload,
-        a.protocol.to_possible_value().expect("named").get_name(),
+        names.join(","),
         a.threads,
         a.txns
     );
@@ -115,21 +135,73 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     cfg.keys = a.keys.unwrap_or(cfg.keys);
     cfg.theta = a.theta;
     cfg.seed = seed;
-    let opts = Options::default().epoch_interval(Duration::from_millis(a.epoch_ms.max(1)));
-    let level = match a.level {
-        Some(LevelArg::Serializable) | None => Level::Serializable,
-        Some(LevelArg::Si) => Level::SnapshotIsolation,
+    let silo = Options::default().epoch_interval(Duration::from_millis(a.epoch_ms.max(1)));
+    let opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
+    let several = a.protocol.len() > 1;
+    let mut outs = Vec::new();
+    for (i, &p) in a.protocol.iter().enumerate() {
+        if several {
+            println!("protocol {p}:");
+        }
+        let history = a.save_history.as_ref().map(|f| {
+            if several {
+                numbered(f, i, p)
+            } else {
+                f.clone()
+            }
+        });
+        outs.push(check_one(&a, p, &cfg, &opts, history.as_deref())?);
+    }
+    let anomalies = outs.iter().map(|o| o.anomalies).sum();
+    if let Some(path) = &a.json {
+        if several {
+            write_json(
+                path,
+                &Outputs {
+                    transactions: outs.iter().map(|o| o.transactions).sum(),
+                    anomalies,
+                    workload: a.workload.name(),
+                    seed,
+                    protocols: &outs,
+                },
+            )?;
+        } else {
+            write_json(path, &outs[0])?;
+        }
+    }
+    Ok(anomalies)
+}
+
+/// `f` with `-i-protocol` before its extension.
+fn numbered(f: &Path, i: usize, p: Protocol) -> PathBuf {
+    let stem = f
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
+    let name = match f.extension() {
+        Some(e) => format!("{stem}-{i}-{p}.{}", e.to_string_lossy()),
+        None => format!("{stem}-{i}-{p}"),
     };
-    let run = match a.protocol {
-        Protocol::Silo => record(&Database::new(opts).map_err(|e| e.to_string())?, &cfg)?,
-        #[cfg(feature = "mutant")]
-        Protocol::SiloMutant => record(
-            &Database::new(opts.mutant_skip_read_validation(true)).map_err(|e| e.to_string())?,
-            &cfg,
-        )?,
+    f.with_file_name(name)
+}
+
+/// Record and check `p`'s run, print what was found.
+fn check_one(
+    a: &CheckArgs,
+    p: Protocol,
+    cfg: &CheckConfig,
+    opts: &EngineOptions<'_>,
+    save_history: Option<&Path>,
+) -> Result<Output, String> {
+    let level = match a.level.map_or(p.isolation(), |l| match l {
+        LevelArg::Serializable => Isolation::Serializable,
+        LevelArg::Si => Isolation::Snapshot,
+    }) {
+        Isolation::Snapshot => Level::SnapshotIsolation,
+        Isolation::Serializable | Isolation::None => Level::Serializable,
     };
-    if let Some(p) = &a.save_history {
-        write_json(p, &run.history)?;
+    let run = with_engine!(p, opts, |db| record(&db, cfg)?);
+    if let Some(f) = save_history {
+        write_json(f, &run.history)?;
     }
     let t = Instant::now();
     let report = check(&run.history, level);
@@ -160,29 +232,23 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
         "{anomalies} anomalies in {} transactions",
         report.transactions
     );
-    if let Some(p) = &a.json {
-        write_json(
-            p,
-            &Output {
-                transactions: report.transactions,
-                anomalies,
-                aborted_attempts: run.aborted,
-                workload: a.workload.name(),
-                protocol: a.protocol,
-                level,
-                threads: a.threads,
-                keys: cfg.keys,
-                theta: cfg.theta,
-                seed,
-                run_seconds: run.elapsed.as_secs_f64(),
-                check_seconds,
-                invariant_violations: &run.invariant_violations,
-                report: &report,
-                machine: machine(),
-            },
-        )?;
-    }
-    Ok(anomalies)
+    Ok(Output {
+        transactions: report.transactions,
+        anomalies,
+        aborted_attempts: run.aborted,
+        workload: a.workload.name(),
+        protocol: p,
+        level,
+        threads: a.threads,
+        keys: cfg.keys,
+        theta: cfg.theta,
+        seed: cfg.seed,
+        run_seconds: run.elapsed.as_secs_f64(),
+        check_seconds,
+        invariant_violations: run.invariant_violations,
+        report,
+        machine: machine(),
+    })
 }
 
 fn record<E: Engine>(engine: &E, cfg: &CheckConfig) -> Result<CheckRun, String> {

@@ -3,10 +3,11 @@
 
 use clap::{Args, ValueEnum};
 use granary_workloads::driver::RunReport;
-use granary_workloads::smallbank::{Mix, SmallBank, SmallBankConfig};
+use granary_workloads::smallbank::{self, Mix, SmallBank, SmallBankConfig};
 use serde::Serialize;
 
 use crate::bench::{drive, CommonArgs};
+use crate::protocol::WorkloadInfo;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -51,6 +52,8 @@ pub fn run(a: SmallbankArgs) -> Result<RunReport, String> {
     cfg.spin_us = a.spin_us;
     cfg.hotspot_customers = a.hotspot;
     cfg.hotspot_pct = a.hotspot_pct;
-    let w = SmallBank::new(cfg).map_err(|e| e.to_string())?;
-    drive("smallbank", w, &a.common, &a)
+    SmallBank::new(cfg.clone()).map_err(|e| e.to_string())?;
+    let info = WorkloadInfo::partitioned("bench smallbank", smallbank::partitioning());
+    let make = |_| SmallBank::new(cfg.clone()).map_err(|e| e.to_string());
+    drive("smallbank", make, info, &a.common, &a)
 }

@@ -2,9 +2,11 @@
 //! keys and 100-byte values, 80% single-key read transactions and 20%
 //! single-key read-modify-write transactions, keys uniform.
 //!
-//! `--engine kv` runs the same operations on the bare index with no
-//! transactions (the paper's Key-Value, [`crate::kv`]); `--global-tid`
-//! takes commit TIDs from one shared counter (MemSilo+GlobalTID).
+//! `--protocol kv` runs the same operations on the bare index with no
+//! transactions (the paper's Key-Value, [`granary::kv`]); `--global-tid`
+//! takes commit TIDs from one shared counter (MemSilo+GlobalTID). With
+//! several protocols (`--protocol silo,kv`), each loads its own table and
+//! the runs alternate ([`crate::session`]).
 //!
 //! Every run goes through the shared driver ([`granary_workloads::driver`],
 //! as `bench tpcc`, `smallbank` and `ycsb-mix` do), so runs also report
@@ -15,25 +17,19 @@
 //! which cost about an eighth more instructions per transaction (this is
 //! the command that compares against Silo's own numbers).
 
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use granary::Options;
-use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
+use granary_workloads::driver::{DriverConfig, RunReport};
 use granary_workloads::silo52::Silo52;
+use granary_workloads::ycsb;
 use serde::Serialize;
 
-use crate::report::{fresh_seed, machine, progress, write_json, Machine};
-use granary::kv::KvEngine;
-
-#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    /// Silo's serializable OCC (MemSilo).
-    Silo,
-    /// The bare index: single-key gets and puts, no transactions.
-    Kv,
-}
+use crate::protocol::{check_all, EngineOptions, Protocol, WorkloadInfo};
+use crate::report::{fresh_seed, machine, write_json, Machine};
+use crate::session::{self, Summary};
 
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct YcsbArgs {
@@ -55,11 +51,21 @@ pub struct YcsbArgs {
     /// Percentage of read-only transactions (the rest are read-modify-writes).
     #[arg(long, default_value_t = 80)]
     pub read_pct: u32,
-    /// Engine(s) to run; several (e.g. `silo,kv`) alternate run by run on the
-    /// same loaded table and report their throughput ratio.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "silo")]
-    pub engine: Vec<Engine>,
-    /// Measured runs per engine; medians are reported.
+    /// Protocol(s) to run, comma-separated: `kv` (Silo's bare index, no
+    /// transactions: the paper's Key-Value baseline) runs here only.
+    /// Several (e.g. `silo,kv`) each get their own table, loaded alike
+    /// before any measured run; the runs then alternate protocol by
+    /// protocol, and each protocol's medians and throughput ratio to the
+    /// first are reported. `--engine` is an old name of this flag.
+    #[arg(
+        long,
+        alias = "engine",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "silo"
+    )]
+    pub protocol: Vec<Protocol>,
+    /// Measured runs per protocol; medians are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
     /// Commit TIDs from one shared atomic counter (MemSilo+GlobalTID).
@@ -97,12 +103,15 @@ pub struct YcsbArgs {
 }
 
 /// The JSON result. Top-level `throughput_txn_per_s` / `aborts_per_s` are the
-/// medians of the first `--engine` (a contract scripts rely on).
+/// medians of the first `--protocol` (a contract scripts rely on);
+/// `protocols` has each protocol's [`Summary`], and `engines` the older
+/// shape of the same medians.
 #[derive(Serialize, Debug)]
 pub struct YcsbResult {
     pub benchmark: &'static str,
     pub throughput_txn_per_s: f64,
     pub aborts_per_s: f64,
+    pub protocols: Vec<Summary>,
     pub engines: Vec<EngineSummary>,
     pub runs: Vec<Measurement>,
     pub load_s: f64,
@@ -111,42 +120,48 @@ pub struct YcsbResult {
     pub machine: Machine,
 }
 
+/// A protocol's medians, as `bench ycsb` wrote them before `protocols`.
 #[derive(Serialize, Debug)]
 pub struct EngineSummary {
-    pub engine: Engine,
+    pub engine: Protocol,
     pub throughput_txn_per_s: f64,
     pub aborts_per_s: f64,
 }
 
-/// One measured run of one engine: the figures `bench ycsb` always wrote,
-/// then the driver's full report.
+/// One measured run of one protocol: the figures `bench ycsb` always
+/// wrote, then the driver's full report.
 #[derive(Serialize, Debug)]
 pub struct Measurement {
-    pub engine: Engine,
+    pub protocol: Protocol,
     pub throughput_txn_per_s: f64,
     pub aborts_per_s: f64,
     pub commits: u64,
     pub aborts: u64,
-    pub abort_reasons: std::collections::BTreeMap<&'static str, u64>,
+    pub abort_reasons: BTreeMap<&'static str, u64>,
     pub elapsed_s: f64,
     pub result: RunReport,
 }
 
-impl Measurement {
-    fn new(engine: Engine, r: RunReport) -> Measurement {
-        let mut abort_reasons = std::collections::BTreeMap::new();
-        for t in &r.types {
-            for (&reason, &n) in &t.aborts {
-                *abort_reasons.entry(reason).or_insert(0) += n;
-            }
+/// A run's conflicts by reason, over every transaction type.
+fn abort_reasons(r: &RunReport) -> BTreeMap<&'static str, u64> {
+    let mut by = BTreeMap::new();
+    for t in &r.types {
+        for (&reason, &n) in &t.aborts {
+            *by.entry(reason).or_insert(0) += n;
         }
+    }
+    by
+}
+
+impl Measurement {
+    fn new(protocol: Protocol, r: RunReport) -> Measurement {
         Measurement {
-            engine,
+            protocol,
             throughput_txn_per_s: r.throughput_txn_per_s,
             aborts_per_s: r.aborts_per_s,
             commits: r.commits,
             aborts: r.aborts,
-            abort_reasons,
+            abort_reasons: abort_reasons(&r),
             elapsed_s: r.elapsed_s,
             result: r,
         }
@@ -171,19 +186,18 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             granary::MAX_VALUE_BYTES
         ));
     }
-    if args.runs == 0 || args.engine.is_empty() {
-        return Err("need --runs ≥ 1 and at least one --engine".into());
+    if args.runs == 0 || args.protocol.is_empty() {
+        return Err("need --runs ≥ 1 and at least one --protocol".into());
     }
-    if args.durable.durable.is_some() && args.engine.contains(&Engine::Kv) {
-        return Err(
-            "--durable runs the silo engine only: kv's non-transactional writes are not logged"
-                .into(),
-        );
-    }
+    let info = WorkloadInfo::partitioned("bench ycsb", ycsb::partitioning())
+        .single_key(true)
+        .durable(args.durable.durable.is_some());
+    // Refused before anything is printed or loaded.
+    check_all(&args.protocol, &info)?;
     let seed = args.seed.unwrap_or_else(fresh_seed);
     eprintln!(
         "ycsb: engines={:?} threads={} keys={} value={}B read={}% global_tid={} snapshots={} always_versions={} runs={} seed={seed}",
-        args.engine,
+        args.protocol,
         args.threads,
         args.keys,
         args.value_bytes,
@@ -193,7 +207,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         args.always_versions,
         args.runs
     );
-    let opts = Options::default()
+    let silo = Options::default()
         .epoch_interval(Duration::from_millis(args.epoch_ms.max(1)))
         .global_tid(args.global_tid)
         .snapshots(!args.no_snapshots)
@@ -203,10 +217,10 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             Some(250)
         })
         .max_workers(args.threads + 8);
-    let db = args.durable.open(opts)?;
-
-    let check = !args.engine.contains(&Engine::Kv);
-    if !check {
+    let opts = EngineOptions::new(&info, args.threads, silo, Some(&args.durable));
+    // kv's read-modify-writes are not atomic: they may lose updates.
+    let checked = |p: Protocol| p != Protocol::Kv;
+    if args.protocol.iter().any(|&p| !checked(p)) {
         eprintln!(
             "ycsb: invariants not checked: kv runs are not transactional (they can lose updates)"
         );
@@ -214,93 +228,78 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     let loaders = args
         .threads
         .min(std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut w = Silo52::new(args.keys, args.value_bytes, args.read_pct, loaders, check);
-    let load_start = Instant::now();
-    let pb = progress(args.keys, "loading");
-    w.load(&db, &|done, _| pb.set_position(done))
-        .map_err(|e| format!("load failed: {e}"))?;
-    pb.finish_and_clear();
-    let load_s = load_start.elapsed().as_secs_f64();
-    eprintln!("ycsb: loaded {} keys in {load_s:.2}s", args.keys);
+    let make = |p| {
+        let (keys, bytes, read) = (args.keys, args.value_bytes, args.read_pct);
+        Ok(Silo52::new(keys, bytes, read, loaders, checked(p)))
+    };
+    let loaded = session::load_all("ycsb", &args.protocol, &opts, &info, make)?;
 
-    // Engines alternate run by run on the same loaded table, so drift on a
-    // shared machine hits each alike; medians are reported.
-    let mut runs = Vec::new();
-    for r in 0..args.runs {
-        for &engine in &args.engine {
-            let cfg = DriverConfig {
-                threads: args.threads,
-                warmup: Duration::from_secs_f64(args.warmup),
-                duration: Duration::from_secs_f64(args.seconds),
-                seed: seed.wrapping_add(r as u64),
-                latency_every: args.latency_every,
-                breakdown: args.breakdown,
-            };
-            let pb = progress((args.warmup + args.seconds).ceil() as u64, "running");
-            let tick = |el: f64, _| pb.set_position(el as u64);
-            let report = match engine {
-                Engine::Silo => driver::run(&w, &db, &cfg, &tick),
-                Engine::Kv => driver::run(&w, &KvEngine(&db), &cfg, &tick),
-            }
-            .map_err(|e| format!("run failed: {e}"))?;
-            pb.finish_and_clear();
-            let m = Measurement::new(engine, report);
-            println!(
-                "ycsb run {r} engine={engine:?} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s {:?}",
-                args.threads,
-                m.throughput_txn_per_s,
-                m.throughput_txn_per_s / args.threads as f64,
-                m.aborts_per_s,
-                m.abort_reasons
-            );
-            crate::bench::print_details(&m.result, check);
-            crate::bench::print_durability(&m.result);
-            runs.push(m);
-        }
-    }
-    let mut per_engine = Vec::new();
-    for &engine in &args.engine {
-        let of = |f: &dyn Fn(&Measurement) -> f64| {
-            median(runs.iter().filter(|m| m.engine == engine).map(f).collect())
-        };
-        per_engine.push(EngineSummary {
-            engine,
-            throughput_txn_per_s: of(&|m| m.throughput_txn_per_s),
-            aborts_per_s: of(&|m| m.aborts_per_s),
-        });
-    }
-    for e in &per_engine {
+    let cfg = DriverConfig {
+        threads: args.threads,
+        warmup: Duration::from_secs_f64(args.warmup),
+        duration: Duration::from_secs_f64(args.seconds),
+        seed,
+        latency_every: args.latency_every,
+        breakdown: args.breakdown,
+    };
+    let reports = session::alternate(&loaded, args.runs, &cfg, &mut |r, p, report| {
+        let reasons = abort_reasons(report);
+        println!(
+            "ycsb run {r} engine={p:?} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s {reasons:?}",
+            args.threads,
+            report.throughput_txn_per_s,
+            report.throughput_txn_per_s / args.threads as f64,
+            report.aborts_per_s,
+        );
+        crate::bench::print_details(report, checked(p));
+        crate::bench::print_durability(report);
+    })?;
+    let summaries = session::summarize(&loaded, &reports);
+    for s in &summaries {
         println!(
             "ycsb engine={:?} threads={} keys={}: median {:.0} txn/s ({:.0} txn/s/thread), {:.0} aborts/s",
-            e.engine,
+            s.protocol,
             args.threads,
             args.keys,
-            e.throughput_txn_per_s,
-            e.throughput_txn_per_s / args.threads as f64,
-            e.aborts_per_s
+            s.throughput_txn_per_s,
+            s.throughput_txn_per_s / args.threads as f64,
+            s.aborts_per_s
         );
     }
-    if per_engine.len() > 1 {
+    for s in &summaries[1..] {
         println!(
             "ycsb: {:?} / {:?} throughput ratio {:.3}",
-            per_engine[1].engine,
-            per_engine[0].engine,
-            per_engine[1].throughput_txn_per_s / per_engine[0].throughput_txn_per_s
+            s.protocol, summaries[0].protocol, s.throughput_ratio
         );
     }
-    crate::bench::print_logging(&db);
-    let violations: usize = runs
-        .iter()
-        .map(|m| m.result.invariant_violations.len())
-        .sum();
-    let first = &per_engine[0];
+    for l in &loaded {
+        l.print_logging();
+    }
+    let violations = session::violations(&reports);
+    // Run by run, alternating, as they ran.
+    let mut runs = Vec::new();
+    let mut per: Vec<_> = reports.into_iter().map(Vec::into_iter).collect();
+    for _ in 0..args.runs {
+        for (l, rs) in loaded.iter().zip(&mut per) {
+            runs.extend(rs.next().map(|r| Measurement::new(l.protocol(), r)));
+        }
+    }
+    let first = &summaries[0];
     let res = YcsbResult {
         benchmark: "ycsb",
         throughput_txn_per_s: first.throughput_txn_per_s,
         aborts_per_s: first.aborts_per_s,
-        engines: per_engine,
+        engines: summaries
+            .iter()
+            .map(|s| EngineSummary {
+                engine: s.protocol,
+                throughput_txn_per_s: s.throughput_txn_per_s,
+                aborts_per_s: s.aborts_per_s,
+            })
+            .collect(),
+        load_s: first.load_s,
+        protocols: summaries,
         runs,
-        load_s,
         seed,
         config: args.clone(),
         machine: machine(),
@@ -312,9 +311,4 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         return Err(format!("{violations} invariant violations after the runs"));
     }
     Ok(res)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }

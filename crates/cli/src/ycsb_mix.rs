@@ -4,10 +4,11 @@
 
 use clap::{Args, ValueEnum};
 use granary_workloads::driver::RunReport;
-use granary_workloads::ycsb::{WriteKind, Ycsb, YcsbConfig};
+use granary_workloads::ycsb::{self, WriteKind, Ycsb, YcsbConfig};
 use serde::Serialize;
 
 use crate::bench::{drive, CommonArgs};
+use crate::protocol::WorkloadInfo;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -119,5 +120,9 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
         resolved: &cfg,
         theta: w.theta(),
     };
-    drive("ycsb-mix", w, &a.common, &config)
+    // Long reads are point reads of declared keys: every transaction's
+    // keys hash to their partitions (a range scan would have none).
+    let info = WorkloadInfo::partitioned("bench ycsb-mix", ycsb::partitioning());
+    let make = |_| Ycsb::new(cfg.clone()).map_err(|e| e.to_string());
+    drive("ycsb-mix", make, info, &a.common, &config)
 }

@@ -56,6 +56,24 @@ fn tpcc(threads: u32, remote_item_pct: f64, tput: f64, breakdown: bool) -> Value
     })
 }
 
+/// A result of `granary bench tpcc --protocol silo,2pl-nowait --json`: the
+/// first protocol's figures at the top, then each protocol's summary.
+fn tpcc_protocols(threads: u32, tput: f64) -> Value {
+    let mut v = tpcc(threads, 1.0, tput, true);
+    let summary = |protocol: &str, t: f64| {
+        let mut result = v["result"].clone();
+        result["per_second"] = json!([t * 0.9, t, t * 1.1]);
+        json!({
+            "protocol": protocol, "isolation": "serializable",
+            "throughput_txn_per_s": t, "aborts_per_s": t / 100.0,
+            "throughput_ratio": t / tput, "load_s": 0.5, "runs_txn_per_s": [t],
+            "result": result
+        })
+    };
+    v["protocols"] = json!([summary("silo", tput), summary("2pl-nowait", tput / 2.0)]);
+    v
+}
+
 /// A result as the older `granary bench ycsb --json` writes it.
 fn legacy_ycsb(threads: u32) -> Value {
     let t = f64::from(threads);
@@ -283,6 +301,39 @@ fn breakdown_has_one_slot_per_transaction_type() {
         .map(|(_, t)| *t)
         .collect();
     assert_eq!(axis, TPCC_TYPES);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn several_protocols_are_a_series_each() {
+    let dir = scratch("protocols");
+    let a = write(&dir, "t1.json", &tpcc_protocols(1, 1e5));
+    let b = write(&dir, "t2.json", &tpcc_protocols(2, 1.8e5));
+    let out = dir.join("charts");
+    let o = plot(&[&a, &b, &"--out", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_chart(&out, "throughput", &["tpcc silo", "tpcc 2pl-nowait"]);
+    // Per-file charts get a line (or panel) per file and protocol.
+    for kind in ["timeseries", "latency"] {
+        assert_chart(
+            &out,
+            kind,
+            &[
+                "tpcc silo threads=1",
+                "tpcc 2pl-nowait threads=1",
+                "tpcc silo threads=2",
+                "tpcc 2pl-nowait threads=2",
+            ],
+        );
+    }
+    assert_chart(&out, "breakdown", &["tpcc 2pl-nowait threads=2: where"]);
+    let svg = std::fs::read_to_string(out.join("throughput.svg")).unwrap();
+    let labels: Vec<&str> = svg_texts(&svg)
+        .into_iter()
+        .map(|(_, t)| t)
+        .filter(|t| t.starts_with("tpcc "))
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

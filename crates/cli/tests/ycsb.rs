@@ -2,22 +2,11 @@
 //! JSON keys scripts rely on (`.ci/run`, docs/BENCHMARKS.md).
 
 mod common;
-use common::{granary, text};
+use common::{granary, number, text};
 
 use std::path::PathBuf;
 
 use serde_json::Value;
-
-fn number(v: &Value, path: &str) -> f64 {
-    let mut at = v;
-    for seg in path.split('.') {
-        at = at
-            .get(seg)
-            .unwrap_or_else(|| panic!("JSON lacks `{path}`: {v}"));
-    }
-    at.as_f64()
-        .unwrap_or_else(|| panic!("`{path}` is not a number: {at}"))
-}
 
 #[test]
 fn json_keeps_its_contract_keys_for_both_engines() {
@@ -67,7 +56,8 @@ fn json_keeps_its_contract_keys_for_both_engines() {
     assert_eq!(doc["seed"], 7);
     assert_eq!(number(&doc, "config.threads"), 2.0);
     assert_eq!(number(&doc, "config.keys"), 5000.0);
-    assert_eq!(doc["config"]["engine"], serde_json::json!(["silo", "kv"]));
+    // `--engine` is an old name of `--protocol`.
+    assert_eq!(doc["config"]["protocol"], serde_json::json!(["silo", "kv"]));
 
     let engines = doc["engines"].as_array().expect("engines");
     let names: Vec<&str> = engines
@@ -80,10 +70,21 @@ fn json_keeps_its_contract_keys_for_both_engines() {
         assert!(number(e, "throughput_txn_per_s") > 0.0);
         assert!(number(e, "aborts_per_s") >= 0.0);
     }
+    // The same medians as `protocols`, which adds the ratios.
+    let protocols = doc["protocols"].as_array().expect("protocols");
+    for (p, e) in protocols.iter().zip(engines) {
+        assert_eq!(p["protocol"], e["engine"]);
+        assert_eq!(p["throughput_txn_per_s"], e["throughput_txn_per_s"]);
+        assert!(number(p, "throughput_ratio") > 0.0);
+    }
+    assert_eq!(number(&protocols[0], "throughput_ratio"), 1.0);
 
-    // Runs alternate engines, each with the old figures and the driver's.
+    // Runs alternate protocols, each with the old figures and the driver's.
     let runs = doc["runs"].as_array().expect("runs");
-    let order: Vec<&str> = runs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    let order: Vec<&str> = runs
+        .iter()
+        .map(|r| r["protocol"].as_str().unwrap())
+        .collect();
     assert_eq!(order, ["silo", "kv", "silo", "kv"]);
     for r in runs {
         for key in [

@@ -291,9 +291,21 @@ pub struct Exec<'a, R: TxRunner> {
     latency_every: u32,
     tick: u32,
     breakdown: bool,
+    /// The runner's [`TxRunner::uses_declared`], asked once.
+    declares: bool,
 }
 
 impl<R: TxRunner> Exec<'_, R> {
+    /// Whether the protocol reads declarations
+    /// ([`TxRunner::uses_declared`]): a workload builds a [`Declared`] for
+    /// [`Exec::txn_declared`] only then, and passes `None` otherwise, so
+    /// that protocols which execute optimistically (Silo) never pay for
+    /// planning.
+    #[inline]
+    pub fn uses_declared(&self) -> bool {
+        self.declares
+    }
+
     /// Run `body` as a transaction of type `ty`, retrying conflicts until
     /// it commits. A body that fails with [`Error::RolledBack`] (the
     /// procedure's own rollback) completes as a user abort and returns
@@ -465,6 +477,7 @@ pub fn run<W: Workload, E: Engine>(
                     barrier.wait();
                     let mut runner = runner?;
                     let mut t = w.thread(id, cfg.threads, cfg.seed);
+                    let declares = runner.uses_declared();
                     let mut exec = Exec {
                         runner: &mut runner,
                         tally: Tally::new(types.len()),
@@ -477,6 +490,7 @@ pub fn run<W: Workload, E: Engine>(
                         latency_every: cfg.latency_every.max(1),
                         tick: 0,
                         breakdown: cfg.breakdown,
+                        declares,
                     };
                     exec.runner.set_profiling(cfg.breakdown);
                     let mut measuring = false;
@@ -641,11 +655,28 @@ pub const UNTIL_COMMITTED_ATTEMPTS: u32 = 100_000;
 /// (with the last conflict's reason) when every attempt conflicted.
 pub fn run_until_committed<R: TxRunner, T>(
     r: &mut R,
+    body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
+) -> Result<T, Error> {
+    run_until_committed_declared(r, None, body)
+}
+
+/// As [`run_until_committed`], for a procedure whose read and write sets
+/// (or partitions) are `declared` up front; `None` runs it undeclared.
+///
+/// # Errors
+/// As [`run_until_committed`].
+pub fn run_until_committed_declared<R: TxRunner, T>(
+    r: &mut R,
+    declared: Option<&Declared>,
     mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
 ) -> Result<T, Error> {
     let mut attempts = 0;
     loop {
-        match r.try_run(&mut body)? {
+        let outcome = match declared {
+            Some(d) => r.try_run_declared(d, &mut body)?,
+            None => r.try_run(&mut body)?,
+        };
+        match outcome {
             Ok(v) => return Ok(v),
             Err(last) => {
                 attempts += 1;

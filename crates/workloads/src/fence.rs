@@ -8,37 +8,58 @@ use std::ops::Bound;
 use granary_api::{Declared, TableId, Tx, TxError};
 
 /// A [`Tx`] that passes every operation through and records each one the
-/// declaration does not cover.
-pub struct Fenced<'a, T: Tx> {
+/// declaration (or another rule) does not cover.
+pub struct Fenced<'a, T: Tx + ?Sized> {
     tx: &'a mut T,
-    declared: &'a Declared,
-    /// Undeclared accesses: (table, key, was it a write).
+    rule: Rule<'a>,
+    /// Accesses outside: (table, key, was it a write).
     pub outside: Vec<(TableId, Vec<u8>, bool)>,
 }
 
-impl<'a, T: Tx> Fenced<'a, T> {
+/// What a fence lets through.
+enum Rule<'a> {
+    /// The declared keys.
+    Declared(&'a Declared),
+    /// What `f(table, key, is_write)` allows.
+    Custom(&'a dyn Fn(TableId, &[u8], bool) -> bool),
+}
+
+impl<'a, T: Tx + ?Sized> Fenced<'a, T> {
     /// Fence `tx` with `declared`.
     pub fn new(tx: &'a mut T, declared: &'a Declared) -> Self {
         Fenced {
             tx,
-            declared,
+            rule: Rule::Declared(declared),
             outside: Vec::new(),
         }
     }
 
+    /// Fence `tx` with a rule of the caller's: `allows(table, key,
+    /// is_write)` (e.g. the declared partitions).
+    pub fn with(tx: &'a mut T, allows: &'a dyn Fn(TableId, &[u8], bool) -> bool) -> Self {
+        Fenced {
+            tx,
+            rule: Rule::Custom(allows),
+            outside: Vec::new(),
+        }
+    }
+
+    fn covers(&self, t: TableId, key: &[u8], write: bool) -> bool {
+        match self.rule {
+            Rule::Declared(d) if write => d.covers_write(t, key),
+            Rule::Declared(d) => d.covers_read(t, key),
+            Rule::Custom(f) => f(t, key, write),
+        }
+    }
+
     fn note(&mut self, t: TableId, key: &[u8], write: bool) {
-        let ok = if write {
-            self.declared.covers_write(t, key)
-        } else {
-            self.declared.covers_read(t, key)
-        };
-        if !ok {
+        if !self.covers(t, key, write) {
             self.outside.push((t, key.to_vec(), write));
         }
     }
 }
 
-impl<T: Tx> Tx for Fenced<'_, T> {
+impl<T: Tx + ?Sized> Tx for Fenced<'_, T> {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         self.note(t, key, false);
         self.tx.get(t, key)
@@ -70,14 +91,14 @@ impl<T: Tx> Tx for Fenced<'_, T> {
     ) -> Result<(), TxError> {
         // A range cannot be declared key by key: every row it returns must
         // be declared.
-        let (declared, mut outside) = (self.declared, Vec::new());
+        let mut seen = Vec::new();
         self.tx.scan(t, lo, hi, limit, reverse, |k, v| {
-            if !declared.covers_read(t, k) {
-                outside.push((t, k.to_vec(), false));
-            }
+            seen.push(k.to_vec());
             f(k, v)
         })?;
-        self.outside.extend(outside);
+        for k in seen {
+            self.note(t, &k, false);
+        }
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use granary_api::{Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{Declared, Engine, Error, TableId, Tx, TxError, TxRunner};
 
 use crate::driver::{run_until_committed, Exec, Workload};
 use crate::rng::Rng;
@@ -72,12 +72,46 @@ pub struct Silo52Thread {
     val: Vec<u8>,
     rmw_ops: u64,
     sink: Arc<AtomicU64>,
+    /// The transaction's key, for protocols that read declarations.
+    declared: Declared,
 }
 
 impl Drop for Silo52Thread {
     fn drop(&mut self) {
         // Relaxed: read after the driver joins this thread.
         self.sink.fetch_add(self.rmw_ops, Ordering::Relaxed);
+    }
+}
+
+impl Silo52 {
+    /// [`Workload::run_one`] for protocols that read declarations: the key
+    /// is drawn once, before the transaction, and declared (Silo's path
+    /// draws it per attempt, inside the body).
+    fn run_declared<R: TxRunner>(
+        &self,
+        t: TableId,
+        read: bool,
+        th: &mut Silo52Thread,
+        ex: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        let k = th.rng.below(self.keys);
+        let d = &mut th.declared;
+        d.clear();
+        if read {
+            d.read(t, &key(k));
+        } else {
+            d.write(t, &key(k));
+        }
+        let val = &mut th.val;
+        let ty = if read { READ_ONLY } else { UPDATE };
+        if ex
+            .txn_declared(ty, Some(d), |tx| access(tx, t, k, read, val))?
+            .is_some()
+            && !read
+        {
+            th.rmw_ops += 1;
+        }
+        Ok(())
     }
 }
 
@@ -102,7 +136,7 @@ impl Workload for Silo52 {
         // its numbers stay comparable with earlier ones: as many loaders as
         // worker threads (at most one per core), taking 1,000-key chunks in
         // turn.
-        let t = engine.create_table("usertable")?;
+        let t = engine.create_table(crate::ycsb::TABLE)?;
         let value = vec![0u8; self.value_bytes];
         let (keys, chunks) = (self.keys, self.keys.div_ceil(LOAD_BATCH));
         let (next, done) = (AtomicU64::new(0), AtomicU64::new(0));
@@ -144,6 +178,7 @@ impl Workload for Silo52 {
             val: vec![0u8; self.value_bytes],
             rmw_ops: 0,
             sink: Arc::clone(&self.rmw_ops),
+            declared: Declared::new(),
         }
     }
 
@@ -158,24 +193,16 @@ impl Workload for Silo52 {
             .ok_or_else(|| Error::InvalidOption("ycsb: run before load".into()))?;
         let (keys, rng, val) = (self.keys, &mut th.rng, &mut th.val);
         let read = (rng.below(100) as u32) < self.read_pct;
+        if ex.uses_declared() {
+            return self.run_declared(t, read, th, ex);
+        }
         // Inlined: on transactions this short the call into the driver
         // would cost some 3% (see `Exec::txn_inline`).
         let done = ex.txn_inline(if read { READ_ONLY } else { UPDATE }, move |tx| {
             // The key is drawn per attempt: a conflict is retried on a fresh
             // key, as Silo's driver does (its transaction draws its key);
             // the kind (read or read-modify-write) stays.
-            let k = rng.below(keys);
-            let key = key(k);
-            let v = tx
-                .get(t, &key)?
-                .ok_or_else(|| TxError::user(format!("ycsb: key {k} missing")))?;
-            if !read {
-                let n = v.len().min(val.len());
-                val[..n].copy_from_slice(&v[..n]);
-                bump(val);
-                tx.put(t, &key, val)?;
-            }
-            Ok(())
+            access(tx, t, rng.below(keys), read, val)
         })?;
         if !read && done.is_some() {
             th.rmw_ops += 1;
@@ -241,6 +268,29 @@ impl Workload for Silo52 {
         }
         Ok(bad)
     }
+}
+
+/// One transaction's work: read key `k` and, unless `read`, write it back
+/// (from `val`) with its counter bumped.
+#[inline(always)]
+fn access<T: Tx>(
+    tx: &mut T,
+    t: TableId,
+    k: u64,
+    read: bool,
+    val: &mut [u8],
+) -> Result<(), TxError> {
+    let key = key(k);
+    let v = tx
+        .get(t, &key)?
+        .ok_or_else(|| TxError::user(format!("ycsb: key {k} missing")))?;
+    if !read {
+        let n = v.len().min(val.len());
+        val[..n].copy_from_slice(&v[..n]);
+        bump(val);
+        tx.put(t, &key, val)?;
+    }
+    Ok(())
 }
 
 fn counter(v: &[u8]) -> u64 {

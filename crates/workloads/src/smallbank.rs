@@ -226,6 +226,20 @@ impl Drop for SmallBankThread {
     }
 }
 
+/// SmallBank's partitioning (for Partitioned-Store): every table by a
+/// hash of the key (a customer's name in `account`, its id in `savings`
+/// and `checking`).
+pub fn partitioning() -> granary_api::Partitioning {
+    |table| {
+        TABLES
+            .contains(&table)
+            .then_some(granary_api::PartitionRule::Hash)
+    }
+}
+
+/// The tables' names: `account`, `savings`, `checking`.
+pub const TABLES: [&str; 3] = ["account", "savings", "checking"];
+
 /// Customer `c`'s name: `"cust"` and 12 decimal digits.
 pub fn name(c: u64) -> [u8; 16] {
     let mut b = *b"cust000000000000";
@@ -524,6 +538,23 @@ impl SmallBank {
         Ok(())
     }
 
+    /// `d`, filled by [`SmallBank::declare`], if the protocol reads
+    /// declarations; `None` (nothing built) if not.
+    fn plan<'d, R: TxRunner>(
+        &self,
+        ex: &Exec<'_, R>,
+        d: &'d mut granary_api::Declared,
+        ty: TxType,
+        a: u64,
+        b: u64,
+    ) -> Result<Option<&'d granary_api::Declared>, Error> {
+        if !ex.uses_declared() {
+            return Ok(None);
+        }
+        self.declare(d, ty, a, b)?;
+        Ok(Some(d))
+    }
+
     fn amount(rng: &mut Rng) -> i64 {
         1 + rng.below(MAX_AMOUNT_CENTS as u64) as i64
     }
@@ -545,8 +576,8 @@ impl SmallBank {
         let out: Option<[(u64, i64); 2]> = match ty {
             TxType::Balance => {
                 let c = self.customer(rng);
-                self.declare(d, ty, c, c)?;
-                ex.txn_declared(i, Some(d), |tx| {
+                let d = self.plan(ex, d, ty, c, c)?;
+                ex.txn_declared(i, d, |tx| {
                     let r = self.balance(tx, c);
                     spin(spin_for);
                     r?;
@@ -555,8 +586,8 @@ impl SmallBank {
             }
             TxType::DepositChecking => {
                 let (c, v) = (self.customer(rng), Self::amount(rng));
-                self.declare(d, ty, c, c)?;
-                ex.txn_declared(i, Some(d), |tx| {
+                let d = self.plan(ex, d, ty, c, c)?;
+                ex.txn_declared(i, d, |tx| {
                     let r = self.deposit_checking(tx, c, v);
                     spin(spin_for);
                     let d = r?;
@@ -566,8 +597,8 @@ impl SmallBank {
             TxType::TransactSavings => {
                 let c = self.customer(rng);
                 let v = rng.below(2 * MAX_AMOUNT_CENTS as u64 + 1) as i64 - MAX_AMOUNT_CENTS;
-                self.declare(d, ty, c, c)?;
-                ex.txn_declared(i, Some(d), |tx| {
+                let d = self.plan(ex, d, ty, c, c)?;
+                ex.txn_declared(i, d, |tx| {
                     let r = self.transact_savings(tx, c, v);
                     spin(spin_for);
                     let d = r?;
@@ -576,8 +607,8 @@ impl SmallBank {
             }
             TxType::Amalgamate => {
                 let (a, b) = self.two_customers(rng);
-                self.declare(d, ty, a, b)?;
-                ex.txn_declared(i, Some(d), |tx| {
+                let d = self.plan(ex, d, ty, a, b)?;
+                ex.txn_declared(i, d, |tx| {
                     let r = self.amalgamate(tx, a, b);
                     spin(spin_for);
                     let moved = r?;
@@ -586,8 +617,8 @@ impl SmallBank {
             }
             TxType::WriteCheck => {
                 let (c, v) = (self.customer(rng), Self::amount(rng));
-                self.declare(d, ty, c, c)?;
-                ex.txn_declared(i, Some(d), |tx| {
+                let d = self.plan(ex, d, ty, c, c)?;
+                ex.txn_declared(i, d, |tx| {
                     let r = self.write_check(tx, c, v);
                     spin(spin_for);
                     let d = r?;
@@ -597,8 +628,8 @@ impl SmallBank {
             TxType::SendPayment => {
                 let (a, b) = self.two_customers(rng);
                 let v = Self::amount(rng);
-                self.declare(d, ty, a, b)?;
-                ex.txn_declared(i, Some(d), |tx| {
+                let d = self.plan(ex, d, ty, a, b)?;
+                ex.txn_declared(i, d, |tx| {
                     let r = self.send_payment(tx, a, b, v);
                     spin(spin_for);
                     let moved = r?;
@@ -627,9 +658,9 @@ impl Workload for SmallBank {
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), Error> {
         let t = Tables {
-            account: engine.create_table("account")?,
-            savings: engine.create_table("savings")?,
-            checking: engine.create_table("checking")?,
+            account: engine.create_table(TABLES[0])?,
+            savings: engine.create_table(TABLES[1])?,
+            checking: engine.create_table(TABLES[2])?,
         };
         let n = self.cfg.customers;
         let mut rng = Rng::new(LOAD_SEED, 0);

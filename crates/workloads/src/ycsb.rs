@@ -405,6 +405,17 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// The table's name.
+pub const TABLE: &str = "usertable";
+
+/// YCSB's partitioning (for Partitioned-Store): its one table, by a hash
+/// of the key (a transaction's keys are drawn independently, so no field
+/// of them groups its accesses). `bench ycsb`'s workload
+/// ([`Silo52`](crate::silo52::Silo52)) has the same table.
+pub fn partitioning() -> granary_api::Partitioning {
+    |table| (table == TABLE).then_some(granary_api::PartitionRule::Hash)
+}
+
 /// The workload.
 pub struct Ycsb {
     pub cfg: YcsbConfig,
@@ -513,17 +524,20 @@ impl Ycsb {
         } else {
             READ_ONLY
         };
-        th.declared.clear();
-        for &(k, write) in &th.ops {
-            if write {
-                th.declared.write(t, &k.to_be_bytes());
-            } else {
-                th.declared.read(t, &k.to_be_bytes());
+        let declared = ex.uses_declared().then(|| {
+            th.declared.clear();
+            for &(k, write) in &th.ops {
+                if write {
+                    th.declared.write(t, &k.to_be_bytes());
+                } else {
+                    th.declared.read(t, &k.to_be_bytes());
+                }
             }
-        }
+            &th.declared
+        });
         let (ops, buf) = (&th.ops, &mut th.buf);
         let (rmw, bytes) = (self.cfg.write_kind == WriteKind::Rmw, self.cfg.value_bytes);
-        let out = ex.txn_declared(ty, Some(&th.declared), |tx| {
+        let out = ex.txn_declared(ty, declared, |tx| {
             let mut rmws = 0u64;
             let mut acc = 0u64;
             for &(k, write) in ops {
@@ -582,10 +596,6 @@ impl Ycsb {
             };
             th.long_keys.push(k);
         }
-        th.declared.clear();
-        for &k in &th.long_keys {
-            th.declared.read(t, &k.to_be_bytes());
-        }
         let keys = &th.long_keys;
         let mut body = |tx: &mut dyn ReadOnly| -> Result<u64, TxError> {
             let mut acc = 0u64;
@@ -602,7 +612,14 @@ impl Ycsb {
             std::hint::black_box(ex.runner().snapshot_read(&mut body)?);
             ex.completed_outside(LONG_READ, start);
         } else {
-            std::hint::black_box(ex.txn_declared(LONG_READ, Some(&th.declared), |tx| body(tx))?);
+            let declared = ex.uses_declared().then(|| {
+                th.declared.clear();
+                for &k in keys {
+                    th.declared.read(t, &k.to_be_bytes());
+                }
+                &th.declared
+            });
+            std::hint::black_box(ex.txn_declared(LONG_READ, declared, |tx| body(tx))?);
         }
         Ok(())
     }
@@ -620,7 +637,7 @@ impl Workload for Ycsb {
         engine: &E,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), Error> {
-        let t = engine.create_table("usertable")?;
+        let t = engine.create_table(TABLE)?;
         let n = self.cfg.keys;
         let bytes = self.cfg.value_bytes;
         load_parallel(engine, n, LOAD_BATCH, progress, &|key, insert| {

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::input::{InputError, Run, PARTS};
+use super::input::{InputError, Point, Run, PARTS};
 use super::render::{BarChart, Corner, Figure, LineChart, Series, Ticks};
 
 /// Config fields that say how a run was measured, not what ran: they never
@@ -144,24 +144,23 @@ pub fn contention(runs: &[Run], x: Option<&str>) -> Result<Built, Unbuilt> {
     })
 }
 
-/// Completed transactions in each second, a line per file.
+/// Completed transactions in each second, a line per file (and protocol).
 pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
     let mut notes = Vec::new();
-    let used: Vec<&Run> = runs
-        .iter()
-        .filter(|r| match &r.detail {
+    let used: Vec<Measured<'_>> = measured(runs)
+        .filter(|&(r, p)| match &p.detail {
             Some(d) if !d.per_second.is_empty() => true,
             Some(_) => {
                 notes.push(format!(
                     "timeseries: skipping {}: `result.per_second` is empty",
-                    r.name()
+                    name(r, p)
                 ));
                 false
             }
             None => {
                 notes.push(format!(
                     "timeseries: skipping {}: bench {} results have no per-second counts",
-                    r.name(),
+                    name(r, p),
                     r.benchmark
                 ));
                 false
@@ -173,10 +172,10 @@ pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
             "no file has per-second counts (`result.per_second`)".into(),
         ));
     }
-    let series = per_file(&used)
+    let series = per_point(&used)
         .into_iter()
-        .map(|(label, r)| {
-            let per_second = r.detail.as_ref().map_or(&[][..], |d| &d.per_second);
+        .map(|(label, p)| {
+            let per_second = p.detail.as_ref().map_or(&[][..], |d| &d.per_second);
             let line: Vec<(f64, f64)> = (1..)
                 .zip(per_second)
                 .map(|(s, &n)| (f64::from(s), n))
@@ -188,6 +187,7 @@ pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
             }
         })
         .collect();
+    let used = files(&used);
     let chart = LineChart {
         title: format!("{}: throughput per second", benchmarks(&used)),
         x_desc: "time (s)".into(),
@@ -204,20 +204,19 @@ pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
     })
 }
 
-/// The latency CDF of each file, on a log µs axis.
+/// The latency CDF of each file (and protocol), on a log µs axis.
 pub fn latency(runs: &[Run]) -> Result<Built, Unbuilt> {
     let mut notes = Vec::new();
-    let used: Vec<&Run> = runs
-        .iter()
-        .filter(|r| {
-            let why = match &r.detail {
+    let used: Vec<Measured<'_>> = measured(runs)
+        .filter(|&(r, p)| {
+            let why = match &p.detail {
                 None => format!("bench {} results have no latency CDF", r.benchmark),
                 Some(d) if !d.latency_cdf_us.iter().any(|&(_, us)| us > 0.0) => {
                     "no `result.latency_cdf_us` points".into()
                 }
                 Some(_) => return true,
             };
-            notes.push(format!("latency: skipping {}: {why}", r.name()));
+            notes.push(format!("latency: skipping {}: {why}", name(r, p)));
             false
         })
         .collect();
@@ -226,10 +225,10 @@ pub fn latency(runs: &[Run]) -> Result<Built, Unbuilt> {
             "no file has latency CDF points (`result.latency_cdf_us`)".into(),
         ));
     }
-    let series = per_file(&used)
+    let series = per_point(&used)
         .into_iter()
-        .map(|(label, r)| {
-            let cdf = r.detail.as_ref().map_or(&[][..], |d| &d.latency_cdf_us);
+        .map(|(label, p)| {
+            let cdf = p.detail.as_ref().map_or(&[][..], |d| &d.latency_cdf_us);
             let mut line: Vec<(f64, f64)> = cdf
                 .iter()
                 .filter(|&&(_, us)| us > 0.0)
@@ -243,6 +242,7 @@ pub fn latency(runs: &[Run]) -> Result<Built, Unbuilt> {
             }
         })
         .collect();
+    let used = files(&used);
     let chart = LineChart {
         title: format!("{}: latency CDF, all transaction types", benchmarks(&used)),
         x_desc: "latency (µs, log scale)".into(),
@@ -259,13 +259,13 @@ pub fn latency(runs: &[Run]) -> Result<Built, Unbuilt> {
     })
 }
 
-/// Where each transaction type's time went: stacked bars, a panel per file.
+/// Where each transaction type's time went: stacked bars, a panel per
+/// file (and protocol).
 pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
     let mut notes = Vec::new();
-    let mut used: Vec<&Run> = runs
-        .iter()
-        .filter(|r| {
-            let has = r
+    let mut used: Vec<Measured<'_>> = measured(runs)
+        .filter(|&(r, p)| {
+            let has = p
                 .detail
                 .as_ref()
                 .and_then(|d| d.breakdown.as_ref())
@@ -273,7 +273,7 @@ pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
             if !has {
                 notes.push(format!(
                     "breakdown: skipping {}: no `result.breakdown` (run with --breakdown)",
-                    r.name()
+                    name(r, p)
                 ));
             }
             has
@@ -285,18 +285,18 @@ pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
         ));
     }
     if used.len() > MAX_PANELS {
-        for r in &used[MAX_PANELS..] {
+        for &(r, p) in &used[MAX_PANELS..] {
             notes.push(format!(
-                "breakdown: skipping {}: at most {MAX_PANELS} files per figure",
-                r.name()
+                "breakdown: skipping {}: at most {MAX_PANELS} panels per figure",
+                name(r, p)
             ));
         }
         used.truncate(MAX_PANELS);
     }
-    let panels = per_file(&used)
+    let panels = per_point(&used)
         .into_iter()
-        .map(|(label, r)| {
-            let types = r
+        .map(|(label, p)| {
+            let types = p
                 .detail
                 .as_ref()
                 .and_then(|d| d.breakdown.as_deref())
@@ -471,22 +471,51 @@ impl Labels {
     }
 }
 
-/// A label per file (charts with a line per file), in label order; files
-/// whose runs look alike get their file name added.
-fn per_file<'r>(runs: &[&'r Run]) -> Vec<(String, &'r Run)> {
-    let labels = Labels::new(runs, Axis::None);
-    let plain: Vec<String> = runs
+/// A file's measured point: the file and one protocol's figures.
+type Measured<'r> = (&'r Run, &'r Point);
+
+/// Every point of every file, in order.
+fn measured(runs: &[Run]) -> impl Iterator<Item = Measured<'_>> {
+    runs.iter()
+        .flat_map(|r| r.points.iter().map(move |p| (r, p)))
+}
+
+/// The files of `points`, each once, in order.
+fn files<'r>(points: &[Measured<'r>]) -> Vec<&'r Run> {
+    let mut out: Vec<&Run> = Vec::new();
+    for &(r, _) in points {
+        if !out.iter().any(|o| std::ptr::eq(*o, r)) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// A point for messages: the file, and the protocol if it has several.
+fn name(r: &Run, p: &Point) -> String {
+    if r.points.len() > 1 {
+        format!("{} ({})", r.name(), p.protocol)
+    } else {
+        r.name()
+    }
+}
+
+/// A label per point (charts with a line per file and protocol), in label
+/// order; points that look alike get their file name added.
+fn per_point<'r>(points: &[Measured<'r>]) -> Vec<(String, &'r Point)> {
+    let labels = Labels::new(&files(points), Axis::None);
+    let plain: Vec<String> = points
         .iter()
-        .map(|r| labels.of(r, &r.points[0].protocol))
+        .map(|(r, p)| labels.of(r, &p.protocol))
         .collect();
-    let mut out: Vec<(String, &Run)> = plain
+    let mut out: Vec<(String, &Point)> = plain
         .iter()
-        .zip(runs)
-        .map(|(l, r)| {
+        .zip(points)
+        .map(|(l, &(r, p))| {
             if plain.iter().filter(|m| *m == l).count() > 1 {
-                (format!("{l} ({})", r.name()), *r)
+                (format!("{l} ({})", r.name()), p)
             } else {
-                (l.clone(), *r)
+                (l.clone(), p)
             }
         })
         .collect();

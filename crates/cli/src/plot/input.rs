@@ -1,10 +1,14 @@
 //! Reading the JSON that `granary bench … --json FILE` writes.
 //!
-//! Two shapes exist:
-//! - the driver benchmarks (`bench tpcc`, `smallbank`, `ycsb-mix`, …):
-//!   top-level `benchmark`, `protocol`, `throughput_txn_per_s`,
-//!   `aborts_per_s`, a `result` (the driver's `RunReport`) and a `config`
-//!   whose `common.threads` is the thread count;
+//! Three shapes exist:
+//! - several protocols (or runs), from any benchmark: `protocols`, one
+//!   summary per protocol (`protocol`, `throughput_txn_per_s`,
+//!   `aborts_per_s` and the median run's `result`), a point each;
+//! - the driver benchmarks (`bench tpcc`, `smallbank`, `ycsb-mix`, …) with
+//!   one protocol: top-level `benchmark`, `protocol`,
+//!   `throughput_txn_per_s`, `aborts_per_s`, a `result` (the driver's
+//!   `RunReport`) and a `config` whose `common.threads` is the thread
+//!   count;
 //! - the older `bench ycsb`: `benchmark`, `engines` (one summary per engine
 //!   run) and a flat `config` with `threads`.
 //!
@@ -71,8 +75,8 @@ impl fmt::Display for InputError {
             }
             InputError::UnknownShape { file } => write!(
                 f,
-                "{}: not a granary benchmark result: it has neither `result` \
-                 (bench tpcc/smallbank/ycsb-mix) nor `engines` (bench ycsb)",
+                "{}: not a granary benchmark result: it has no `protocols`, `result` \
+                 (bench tpcc/smallbank/ycsb-mix) or `engines` (older bench ycsb)",
                 file.display()
             ),
             InputError::Missing { file, field } => {
@@ -89,17 +93,20 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-/// One measured point of a run: the driver benchmarks have one, `bench
-/// ycsb` one per engine.
+/// One measured point of a run: one per protocol (per engine in older
+/// `bench ycsb` results).
 #[derive(Debug, Clone)]
 pub struct Point {
-    /// `protocol`, or the engine for `bench ycsb`.
+    /// `protocol`, or the engine for older `bench ycsb` results; a name
+    /// that repeats in a file (`--protocol silo,silo`) gets ` #2`, ` #3`.
     pub protocol: String,
     pub throughput_txn_per_s: f64,
     pub aborts_per_s: f64,
+    /// The run's report, where the file has one.
+    pub detail: Option<Detail>,
 }
 
-/// What the driver benchmarks add (absent for `bench ycsb`).
+/// What a run's report adds (absent from older `bench ycsb` results).
 #[derive(Debug, Clone)]
 pub struct Detail {
     /// `result.per_second`: completed transactions in each second.
@@ -127,7 +134,6 @@ pub struct Run {
     /// Where `threads` came from (e.g. `config.common.threads`).
     pub threads_field: String,
     pub points: Vec<Point>,
-    pub detail: Option<Detail>,
     doc: Value,
 }
 
@@ -161,7 +167,9 @@ impl Run {
         }
         let benchmark = d.str_at("benchmark")?.to_string();
         let (threads_field, threads) = d.threads()?;
-        let (points, detail) = if lookup(&doc, "result").is_some() {
+        let points = if lookup(&doc, "protocols").is_some() {
+            d.protocols()?
+        } else if lookup(&doc, "result").is_some() {
             d.driver()?
         } else if lookup(&doc, "engines").is_some() {
             d.legacy_ycsb()?
@@ -176,7 +184,6 @@ impl Run {
             threads,
             threads_field,
             points,
-            detail,
             doc,
         })
     }
@@ -316,39 +323,77 @@ impl Doc<'_> {
         Ok((path, threads))
     }
 
-    fn driver(&self) -> Result<(Vec<Point>, Option<Detail>), InputError> {
-        let point = Point {
+    fn driver(&self) -> Result<Vec<Point>, InputError> {
+        Ok(vec![Point {
             protocol: self.str_at("protocol")?.to_string(),
             throughput_txn_per_s: self.f64_at("throughput_txn_per_s")?,
             aborts_per_s: self.f64_at("aborts_per_s")?,
-        };
+            detail: Some(self.detail("result")?),
+        }])
+    }
+
+    /// A point per entry of `protocols`, with a detail where the entry has
+    /// a `result`.
+    fn protocols(&self) -> Result<Vec<Point>, InputError> {
+        let all = self.array_at("protocols")?;
+        if all.is_empty() {
+            return Err(self.wrong("protocols", "a non-empty array"));
+        }
+        let mut points: Vec<Point> = Vec::new();
+        for i in 0..all.len() {
+            let at = |f: &str| format!("protocols.{i}.{f}");
+            let name = self.str_at(&at("protocol"))?;
+            let seen = points
+                .iter()
+                .filter(|p| p.protocol.split(" #").next() == Some(name))
+                .count();
+            let detail = match lookup(self.root, &at("result")) {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(self.detail(&at("result"))?),
+            };
+            points.push(Point {
+                protocol: if seen == 0 {
+                    name.to_string()
+                } else {
+                    format!("{name} #{}", seen + 1)
+                },
+                throughput_txn_per_s: self.f64_at(&at("throughput_txn_per_s"))?,
+                aborts_per_s: self.f64_at(&at("aborts_per_s"))?,
+                detail,
+            });
+        }
+        Ok(points)
+    }
+
+    /// The figures of the driver's report at `base` (`result`).
+    fn detail(&self, base: &str) -> Result<Detail, InputError> {
+        let path = format!("{base}.per_second");
         let per_second = self
-            .array_at("result.per_second")?
+            .array_at(&path)?
             .iter()
             .enumerate()
-            .map(|(i, v)| self.f64_of(v, &format!("result.per_second.{i}")))
+            .map(|(i, v)| self.f64_of(v, &format!("{path}.{i}")))
             .collect::<Result<Vec<_>, _>>()?;
         // Both are newer than the first driver results: absent means "not
         // measured", and the charts that need them say so.
-        let latency_cdf_us = match lookup(self.root, "result.latency_cdf_us") {
+        let latency_cdf_us = match lookup(self.root, &format!("{base}.latency_cdf_us")) {
             None | Some(Value::Null) => Vec::new(),
-            Some(_) => self.cdf()?,
+            Some(_) => self.cdf(base)?,
         };
-        let breakdown = match lookup(self.root, "result.breakdown") {
+        let breakdown = match lookup(self.root, &format!("{base}.breakdown")) {
             None | Some(Value::Null) => None,
-            Some(_) => Some(self.breakdown()?),
+            Some(_) => Some(self.breakdown(base)?),
         };
-        let detail = Detail {
+        Ok(Detail {
             per_second,
             latency_cdf_us,
             breakdown,
-        };
-        Ok((vec![point], Some(detail)))
+        })
     }
 
-    fn cdf(&self) -> Result<Vec<(f64, f64)>, InputError> {
-        let path = "result.latency_cdf_us";
-        self.array_at(path)?
+    fn cdf(&self, base: &str) -> Result<Vec<(f64, f64)>, InputError> {
+        let path = format!("{base}.latency_cdf_us");
+        self.array_at(&path)?
             .iter()
             .enumerate()
             .map(|(i, p)| {
@@ -364,9 +409,9 @@ impl Doc<'_> {
             .collect()
     }
 
-    fn breakdown(&self) -> Result<Vec<Breakdown>, InputError> {
-        let path = "result.breakdown";
-        self.array_at(path)?
+    fn breakdown(&self, base: &str) -> Result<Vec<Breakdown>, InputError> {
+        let path = format!("{base}.breakdown");
+        self.array_at(&path)?
             .iter()
             .enumerate()
             .map(|(i, b)| {
@@ -384,7 +429,7 @@ impl Doc<'_> {
             .collect()
     }
 
-    fn legacy_ycsb(&self) -> Result<(Vec<Point>, Option<Detail>), InputError> {
+    fn legacy_ycsb(&self) -> Result<Vec<Point>, InputError> {
         let engines = self.array_at("engines")?;
         if engines.is_empty() {
             return Err(self.wrong("engines", "a non-empty array"));
@@ -400,10 +445,11 @@ impl Doc<'_> {
                     throughput_txn_per_s: self
                         .f64_of(get("throughput_txn_per_s")?, &field("throughput_txn_per_s"))?,
                     aborts_per_s: self.f64_of(get("aborts_per_s")?, &field("aborts_per_s"))?,
+                    detail: None,
                 })
             })
             .collect::<Result<Vec<_>, InputError>>()?;
-        Ok((points, None))
+        Ok(points)
     }
 }
 
@@ -430,7 +476,7 @@ mod tests {
         let r = Run::from_value(Path::new("a.json"), driver_doc()).unwrap();
         assert_eq!(r.threads, 4.0);
         assert_eq!(r.points[0].protocol, "silo");
-        let d = r.detail.unwrap();
+        let d = r.points[0].detail.clone().unwrap();
         assert_eq!(d.per_second, vec![990.0, 1010.0]);
         assert_eq!(d.latency_cdf_us[1], (0.99, 80.0));
         assert!(d.breakdown.is_none());
@@ -468,10 +514,39 @@ mod tests {
         let r = Run::from_value(Path::new("y.json"), doc).unwrap();
         assert_eq!(r.threads, 2.0);
         assert_eq!(r.points.len(), 2);
-        assert!(r.detail.is_none());
+        assert!(r.points.iter().all(|p| p.detail.is_none()));
         let leaves = r.config_leaves();
         assert_eq!(leaves.get("config.keys").map(String::as_str), Some("1000"));
         assert!(!leaves.contains_key("config.engine"));
+    }
+
+    #[test]
+    fn several_protocols_are_a_point_each_with_its_run() {
+        let mut doc = driver_doc();
+        let entry = |p: &str, t: f64| {
+            json!({"protocol": p, "throughput_txn_per_s": t, "aborts_per_s": 1.0,
+                   "throughput_ratio": t / 1000.0, "result": {"per_second": [t]}})
+        };
+        doc["protocols"] = json!([
+            entry("silo", 1000.0),
+            entry("2pl-nowait", 500.0),
+            entry("silo", 900.0)
+        ]);
+        let r = Run::from_value(Path::new("p.json"), doc).unwrap();
+        let names: Vec<&str> = r.points.iter().map(|p| p.protocol.as_str()).collect();
+        assert_eq!(names, ["silo", "2pl-nowait", "silo #2"]);
+        assert_eq!(r.points[1].throughput_txn_per_s, 500.0);
+        let d = r.points[2].detail.as_ref().unwrap();
+        assert_eq!(d.per_second, vec![900.0]);
+        assert!(d.latency_cdf_us.is_empty());
+
+        let mut doc = driver_doc();
+        doc["protocols"] = json!([{"protocol": "silo", "throughput_txn_per_s": "fast"}]);
+        let e = Run::from_value(Path::new("p.json"), doc).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "p.json: field `protocols.0.throughput_txn_per_s` is not a number"
+        );
     }
 
     #[test]

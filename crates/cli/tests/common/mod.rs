@@ -25,3 +25,16 @@ pub fn granary(args: &[&str]) -> Output {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// The number at dotted `path` in `v`; panics naming the path if it is
+/// missing or not a number.
+pub fn number(v: &serde_json::Value, path: &str) -> f64 {
+    let mut at = v;
+    for seg in path.split('.') {
+        at = at
+            .get(seg)
+            .unwrap_or_else(|| panic!("JSON lacks `{path}`: {v}"));
+    }
+    at.as_f64()
+        .unwrap_or_else(|| panic!("`{path}` is not a number: {at}"))
+}

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use granary_api::{Engine, Error, Tx, TxRunner};
+use granary_api::{Declared, Engine, Error, Tx, TxRunner};
 
 use super::rows::{
     key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
@@ -13,7 +13,7 @@ use super::{
     astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, TpccConfig, C_LAST_LOAD,
     DISTRICTS,
 };
-use crate::driver::run_until_committed;
+use crate::driver::run_until_committed_declared;
 use crate::rng::Rng;
 
 /// Rows per loading transaction.
@@ -28,6 +28,12 @@ struct Batch<'r, R: TxRunner> {
     done: &'r AtomicU64,
     progress: &'r (dyn Fn(u64, u64) + Sync),
     total: u64,
+    /// For protocols that read declarations (else `None`): the warehouse
+    /// being loaded, declared as each batch's partition; a batch of the
+    /// shared ITEM table declares nothing (Partitioned-Store writes a
+    /// shared table only holding every partition). Batches then end at
+    /// each warehouse's (and the items') last row.
+    declared: Option<Declared>,
 }
 
 impl<R: TxRunner> Batch<'_, R> {
@@ -47,12 +53,31 @@ impl<R: TxRunner> Batch<'_, R> {
         Ok(())
     }
 
+    /// Start loading warehouse `w`, or the items (`None`).
+    fn start(&mut self, w: Option<u32>) -> Result<(), Error> {
+        if self.declared.is_some() {
+            // The pending rows belong to the previous unit's declaration.
+            self.flush()?;
+        }
+        if let Some(d) = &mut self.declared {
+            d.clear();
+            if let Some(w) = w {
+                d.partition(u64::from(w));
+            }
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<(), Error> {
         if self.rows.is_empty() {
             return Ok(());
         }
         let rows = &self.rows;
-        run_until_committed(self.runner, |tx| {
+        let declared = self
+            .declared
+            .as_ref()
+            .filter(|d| !d.partitions().is_empty());
+        run_until_committed_declared(self.runner, declared, |tx| {
             for (t, k, v) in rows {
                 tx.insert(*t, k, v)?;
             }
@@ -145,6 +170,7 @@ pub(super) fn load<E: Engine>(
                 let (done, next) = (&done, &next);
                 s.spawn(move || -> Result<(), Error> {
                     let mut r = engine.runner()?;
+                    let declared = r.uses_declared().then(Declared::new);
                     let mut b = Batch {
                         runner: &mut r,
                         rows: Vec::new(),
@@ -152,6 +178,7 @@ pub(super) fn load<E: Engine>(
                         done,
                         progress,
                         total,
+                        declared,
                     };
                     // Unit 0 is the item table; unit w is warehouse w.
                     loop {
@@ -160,6 +187,7 @@ pub(super) fn load<E: Engine>(
                             break;
                         }
                         let mut rng = Rng::new(seed, 1_000_000 + unit * 7 + i as u64);
+                        b.start((unit > 0).then_some(unit as u32))?;
                         if unit == 0 {
                             load_items(&mut b, &tpcc.cfg, t, &mut rng)?;
                         } else {

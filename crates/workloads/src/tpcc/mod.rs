@@ -23,7 +23,7 @@ mod verify;
 
 use std::sync::atomic::AtomicU32;
 
-use granary_api::TableId;
+use granary_api::{PartitionRule, Partitioning, TableId};
 
 use crate::rng::Rng;
 use crate::ConfigError;
@@ -159,6 +159,28 @@ pub struct Tables {
     pub stock: TableId,
 }
 
+/// TPC-C's partitioning (for Partitioned-Store, Silo §5.4): by
+/// warehouse. The warehouse is the top [`rows::key::WAREHOUSE_BITS`] bits
+/// of every packed 8-byte key, and of the customer-by-name key (whose
+/// first 4 bytes are those of its district's key); WAREHOUSE's own key is
+/// the id as a 4-byte big-endian `u32`; ITEM is read by every warehouse
+/// and written only while loading ([`PartitionRule::Shared`]).
+pub fn partitioning() -> Partitioning {
+    |table| {
+        let by_warehouse = PartitionRule::Field {
+            shift: 0,
+            bits: rows::key::WAREHOUSE_BITS,
+        };
+        match table {
+            "warehouse" => Some(PartitionRule::Field { shift: 0, bits: 32 }),
+            "item" => Some(PartitionRule::Shared),
+            "district" | "customer" | "customer_name_idx" | "history" | "new_order" | "oorder"
+            | "oorder_c_id_idx" | "order_line" | "stock" => Some(by_warehouse),
+            _ => None,
+        }
+    }
+}
+
 /// The workload: configuration, tables once loaded, FastIds counters.
 pub struct Tpcc {
     pub cfg: TpccConfig,
@@ -226,6 +248,9 @@ pub struct TpccThread {
     items: Vec<(u32, u32, u8)>,
     /// Scratch for the customer ids sharing a last name.
     ids: Vec<u32>,
+    /// The running transaction's warehouses, for protocols that read
+    /// declarations.
+    declared: granary_api::Declared,
 }
 
 /// The constants C of NURand (clause 2.1.6): one set for the run; the
@@ -344,6 +369,50 @@ mod tests {
         let mut c = TpccConfig::new(1);
         c.scale_down = MAX_SCALE_DOWN + 1;
         assert!(Tpcc::new(c).is_err());
+    }
+
+    #[test]
+    fn every_table_is_partitioned_by_its_warehouse() {
+        use rows::key;
+        let rule = partitioning();
+        let mut names = Vec::new();
+        load::make_tables(|name| {
+            names.push(name.to_string());
+            Ok(TableId::new(names.len() as u32 - 1))
+        })
+        .unwrap();
+        assert_eq!(names.len(), 11);
+        assert_eq!(rule("nope"), None);
+        // The largest value of every other field: none spills into the
+        // warehouse's bits.
+        let (d, c, o, i) = (DISTRICTS, CUSTOMERS, key::MAX_ORDER_ID, 1 << 17);
+        for w in [1, 2, 777, MAX_WAREHOUSES, (1 << key::WAREHOUSE_BITS) - 1] {
+            for name in &names {
+                let keys: Vec<Vec<u8>> = match name.as_str() {
+                    "item" => {
+                        assert_eq!(rule(name), Some(PartitionRule::Shared));
+                        continue;
+                    }
+                    "warehouse" => vec![key::warehouse(w).to_vec()],
+                    "district" => vec![key::district(w, d).to_vec()],
+                    "customer" => vec![key::customer(w, d, c).to_vec()],
+                    "customer_name_idx" => vec![
+                        key::customer_name(w, d, &[0xFF; 16], &[0xFF; 16], u32::MAX).to_vec(),
+                        key::customer_name_prefix(w, d, b"BARBARBAR").to_vec(),
+                    ],
+                    "history" => vec![key::history(w, u16::MAX, (1 << 34) - 1).to_vec()],
+                    "new_order" | "oorder" => vec![key::order(w, d, o).to_vec()],
+                    "oorder_c_id_idx" => vec![key::order_customer(w, d, c, o).to_vec()],
+                    "order_line" => vec![key::order_line(w, d, o, 15).to_vec()],
+                    "stock" => vec![key::stock(w, i - 1).to_vec()],
+                    other => panic!("table {other} has no test"),
+                };
+                let r = rule(name).unwrap_or_else(|| panic!("{name} has no rule"));
+                for k in keys {
+                    assert_eq!(r.field_value(&k), Some(w as u64), "{name} key {k:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -295,6 +295,11 @@ pub mod key {
     /// The largest order id a key can hold.
     pub const MAX_ORDER_ID: u32 = (1 << 28) - 1;
 
+    /// The warehouse's width in bits: the top bits of every packed key
+    /// (and of the customer-by-name key), the partition key.
+    pub const WAREHOUSE_BITS: u32 = 14;
+    const W: u32 = WAREHOUSE_BITS;
+
     #[inline]
     fn pack(fields: &[(u64, u32)]) -> [u8; 8] {
         let mut x = 0u64;
@@ -320,12 +325,12 @@ pub mod key {
 
     #[inline]
     pub fn district(w: u32, d: u8) -> [u8; 8] {
-        pack(&[(w as u64, 14), (d as u64, 4)])
+        pack(&[(w as u64, W), (d as u64, 4)])
     }
 
     #[inline]
     pub fn customer(w: u32, d: u8, c: u32) -> [u8; 8] {
-        pack(&[(w as u64, 14), (d as u64, 4), (c as u64, 12)])
+        pack(&[(w as u64, W), (d as u64, 4), (c as u64, 12)])
     }
 
     /// Customer-by-name index: (w, d, last, first, c). Names are padded
@@ -356,7 +361,7 @@ pub mod key {
     /// ORDER and NEW-ORDER: (w, d, o).
     #[inline]
     pub fn order(w: u32, d: u8, o: u32) -> [u8; 8] {
-        pack(&[(w as u64, 14), (d as u64, 4), (o as u64, 28)])
+        pack(&[(w as u64, W), (d as u64, 4), (o as u64, 28)])
     }
 
     /// The order id of an [`order`] or [`order_line`] key.
@@ -366,12 +371,7 @@ pub mod key {
 
     /// Order-by-customer index: (w, d, c, o).
     pub fn order_customer(w: u32, d: u8, c: u32, o: u32) -> [u8; 8] {
-        pack(&[
-            (w as u64, 14),
-            (d as u64, 4),
-            (c as u64, 12),
-            (o as u64, 28),
-        ])
+        pack(&[(w as u64, W), (d as u64, 4), (c as u64, 12), (o as u64, 28)])
     }
 
     /// The order id at the end of an [`order_customer`] key.
@@ -382,7 +382,7 @@ pub mod key {
     /// ORDER-LINE: (w, d, o, number).
     #[inline]
     pub fn order_line(w: u32, d: u8, o: u32, n: u8) -> [u8; 8] {
-        pack(&[(w as u64, 14), (d as u64, 4), (o as u64, 28), (n as u64, 4)])
+        pack(&[(w as u64, W), (d as u64, 4), (o as u64, 28), (n as u64, 4)])
     }
 
     #[inline]
@@ -392,14 +392,14 @@ pub mod key {
 
     #[inline]
     pub fn stock(w: u32, i: u32) -> [u8; 8] {
-        pack(&[(w as u64, 14), (i as u64, 17)])
+        pack(&[(w as u64, W), (i as u64, 17)])
     }
 
     /// HISTORY has no primary key: (w, thread, sequence) keeps inserts
     /// from different threads apart.
     #[inline]
     pub fn history(w: u32, thread: u16, seq: u64) -> [u8; 8] {
-        pack(&[(w as u64, 14), (thread as u64, 16), (seq, 34)])
+        pack(&[(w as u64, W), (thread as u64, 16), (seq, 34)])
     }
 }
 

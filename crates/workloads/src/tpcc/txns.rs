@@ -4,7 +4,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use granary_api::{Engine, Error, ReadOnly, Tx, TxError, TxRunner};
+use granary_api::{Declared, Engine, Error, ReadOnly, Tx, TxError, TxRunner};
 
 use super::rows::{
     corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str,
@@ -104,6 +104,27 @@ fn customer_id<T: Tx>(
     }
 }
 
+/// The warehouses `ws` declared as the transaction's partitions in `d`
+/// (each once), if the protocol reads declarations; `None` (nothing built)
+/// if not. TPC-C's transactions know their warehouses up front, not all
+/// their keys (new-order allocates its order id inside).
+fn warehouses<'d, R: TxRunner>(
+    ex: &Exec<'_, R>,
+    d: &'d mut Declared,
+    ws: impl IntoIterator<Item = u32>,
+) -> Option<&'d Declared> {
+    if !ex.uses_declared() {
+        return None;
+    }
+    d.clear();
+    for w in ws {
+        if !d.partitions().contains(&u64::from(w)) {
+            d.partition(u64::from(w));
+        }
+    }
+    Some(d)
+}
+
 impl Tpcc {
     fn t(&self) -> Tables {
         self.tables().expect("run before load")
@@ -184,7 +205,12 @@ impl Tpcc {
         let items = &th.items;
         let buf = &mut th.buf;
         let entry_d = now();
-        ex.txn(NEW_ORDER, |tx| {
+        let declared = warehouses(
+            ex,
+            &mut th.declared,
+            std::iter::once(w).chain(items.iter().map(|&(_, s, _)| s)),
+        );
+        ex.txn_declared(NEW_ORDER, declared, |tx| {
             let wh = get_row(
                 tx,
                 t.warehouse,
@@ -296,7 +322,8 @@ impl Tpcc {
         let buf = &mut th.buf;
         let ids = &mut th.ids;
         let date = now();
-        ex.txn(PAYMENT, |tx| {
+        let declared = warehouses(ex, &mut th.declared, [w, c_w]);
+        ex.txn_declared(PAYMENT, declared, |tx| {
             let wk = key::warehouse(w);
             let mut wh = get_row(tx, t.warehouse, &wk, Warehouse::decode, "warehouse")?;
             wh.ytd += amount;
@@ -349,7 +376,8 @@ impl Tpcc {
         let d = uniform(rng, 1, DISTRICTS as u32) as u8;
         let sel = self.customer_sel(rng);
         let ids = &mut th.ids;
-        ex.txn(ORDER_STATUS, |tx| {
+        let declared = warehouses(ex, &mut th.declared, [w]);
+        ex.txn_declared(ORDER_STATUS, declared, |tx| {
             let c = customer_id(tx, &t, w, d, &sel, ids)?;
             let _cust = get_row(
                 tx,
@@ -410,7 +438,8 @@ impl Tpcc {
             .entry(w)
             .or_insert([0; DISTRICTS as usize]);
         let mut found = [0u32; DISTRICTS as usize];
-        ex.txn(DELIVERY, |tx| {
+        let declared = warehouses(ex, &mut th.declared, [w]);
+        ex.txn_declared(DELIVERY, declared, |tx| {
             for d in 1..=DISTRICTS {
                 let oldest = edge_id(
                     tx,
@@ -505,7 +534,8 @@ impl Tpcc {
             ex.runner().snapshot_read(&mut body)?;
             ex.completed_outside(STOCK_LEVEL, start);
         } else {
-            ex.txn(STOCK_LEVEL, |tx| body(tx))?;
+            let declared = warehouses(ex, &mut th.declared, [w]);
+            ex.txn_declared(STOCK_LEVEL, declared, |tx| body(tx))?;
         }
         Ok(())
     }
@@ -539,6 +569,7 @@ impl Workload for Tpcc {
             buf: Vec::with_capacity(1024),
             items: Vec::with_capacity(15),
             ids: Vec::with_capacity(16),
+            declared: Declared::new(),
         }
     }
 

@@ -1,0 +1,472 @@
+//! The registry of concurrency-control protocols the command runs: their
+//! names (`--protocol`), what each claims and needs, and how each one's
+//! engine is built ([`with_engine!`]).
+//!
+//! A design joins in this file alone:
+//!
+//! 1. a variant of [`Protocol`], its doc comment the one-line help
+//!    (`#[value(name = "2pl-nowait")]` and `#[serde(rename = "2pl-nowait")]`
+//!    where the kebab-case of the variant's name is not the name wanted);
+//! 2. a line in [`Protocol::traits`]: the isolation level it claims and
+//!    what it needs of a workload ([`Traits`]);
+//! 3. a line in [`with_engine!`] building its engine from
+//!    [`EngineOptions`].
+//!
+//! The compiler points at 2 and 3 once 1 is written.
+
+use clap::ValueEnum;
+use granary::kv::{KvEngine, KvRunner};
+use granary::{Database, Options};
+use granary_api::{Engine, Error, Partitioning, TableId};
+use serde::Serialize;
+
+use crate::bench::DurableArgs;
+
+/// A concurrency-control protocol `--protocol` can name.
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// Silo's serializable OCC (MemSilo): the default.
+    Silo,
+    /// Silo's bare index, no transactions (the paper's Key-Value baseline):
+    /// bench ycsb only; not serializable, so its invariants go unchecked.
+    Kv,
+    /// Silo with read-set validation turned off: NOT serializable. Exists
+    /// only in builds with the test-only `mutant` feature, to show the
+    /// checker catching a broken engine.
+    #[cfg(feature = "mutant")]
+    SiloMutant,
+}
+
+/// The isolation level a protocol claims (`granary check` checks against
+/// it unless `--level` says otherwise).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// No cycle in the dependency graph (Adya PL-3).
+    Serializable,
+    /// Snapshot isolation.
+    #[serde(rename = "snapshot-isolation")]
+    Snapshot,
+    /// Not transactional (kv).
+    None,
+}
+
+/// What a protocol claims and needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Traits {
+    /// The isolation level it claims.
+    pub isolation: Isolation,
+    /// It splits data by a partition key, so it runs only workloads that
+    /// have one for every table ([`WorkloadInfo::partitioned`]).
+    pub needs_partition_key: bool,
+    /// It runs only single-key gets and puts ([`WorkloadInfo::single_key`]).
+    pub single_key_only: bool,
+    /// It logs and checkpoints (`--durable`).
+    pub durable: bool,
+}
+
+impl Traits {
+    /// A serializable in-memory design that runs every workload.
+    pub const SERIALIZABLE: Traits = Traits {
+        isolation: Isolation::Serializable,
+        needs_partition_key: false,
+        single_key_only: false,
+        durable: false,
+    };
+}
+
+impl Protocol {
+    /// What it claims and needs: one line per protocol.
+    pub fn traits(self) -> Traits {
+        match self {
+            Protocol::Silo => Traits {
+                durable: true,
+                ..Traits::SERIALIZABLE
+            },
+            Protocol::Kv => Traits {
+                isolation: Isolation::None,
+                single_key_only: true,
+                ..Traits::SERIALIZABLE
+            },
+            // It claims serializability, and the checker must refute it.
+            #[cfg(feature = "mutant")]
+            Protocol::SiloMutant => Traits::SERIALIZABLE,
+        }
+    }
+
+    /// The name `--protocol` takes (and the JSON writes).
+    pub fn name(self) -> String {
+        self.to_string()
+    }
+
+    /// The isolation level it claims.
+    pub fn isolation(self) -> Isolation {
+        self.traits().isolation
+    }
+
+    /// Whether it can run workload `w`: a [`Refusal`] says why not.
+    ///
+    /// # Errors
+    /// A refusal naming the protocol, the workload and the reason.
+    pub fn supports(self, w: &WorkloadInfo) -> Result<(), Refusal> {
+        match refusal(&self.name(), self.traits(), w) {
+            None => Ok(()),
+            Some(why) => Err(Refusal {
+                protocol: self,
+                workload: w.name.clone(),
+                why,
+            }),
+        }
+    }
+}
+
+/// Why a protocol called `name` with traits `t` cannot run `w`, if it
+/// cannot.
+fn refusal(name: &str, t: Traits, w: &WorkloadInfo) -> Option<String> {
+    if w.durable && !t.durable {
+        Some(format!(
+            "--durable runs the silo engine only: {name}'s writes are not logged \
+             (logging and checkpoints are Silo's, SiloR)"
+        ))
+    } else if t.single_key_only && !w.single_key {
+        Some(format!(
+            "{name} runs single-key gets and puts only (it is the bare index, with no \
+             transactions), and only `bench ycsb` is made of them"
+        ))
+    } else if t.needs_partition_key && w.partitioned.is_none() {
+        Some(format!(
+            "{name} needs a partition key for every table, and this workload has none: {}",
+            w.unpartitioned
+        ))
+    } else {
+        None
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.to_possible_value().expect("every protocol has a name");
+        f.write_str(v.get_name())
+    }
+}
+
+/// What a protocol needs to know of a workload to say whether it runs it.
+#[derive(Clone, Debug)]
+pub struct WorkloadInfo {
+    /// As the command names it: `bench tpcc`, `check bank`.
+    pub name: String,
+    /// Its partitioning (a partition rule per table), `None` if it has no
+    /// partition key.
+    pub partitioned: Option<Partitioning>,
+    /// Why it has none (for a refusal).
+    pub unpartitioned: &'static str,
+    /// The run logs and checkpoints (`--durable`).
+    pub durable: bool,
+    /// Its transactions are single-key gets and puts.
+    pub single_key: bool,
+    /// How many values its partition key takes, where that is small
+    /// (TPC-C's warehouses).
+    pub partition_values: Option<usize>,
+}
+
+impl WorkloadInfo {
+    /// A workload partitioned by `p`.
+    pub fn partitioned(name: impl Into<String>, p: Partitioning) -> WorkloadInfo {
+        WorkloadInfo {
+            name: name.into(),
+            partitioned: Some(p),
+            unpartitioned: "",
+            durable: false,
+            single_key: false,
+            partition_values: None,
+        }
+    }
+
+    /// A workload with no partition key, and why.
+    pub fn unpartitioned(name: impl Into<String>, why: &'static str) -> WorkloadInfo {
+        WorkloadInfo {
+            name: name.into(),
+            partitioned: None,
+            unpartitioned: why,
+            durable: false,
+            single_key: false,
+            partition_values: None,
+        }
+    }
+
+    /// Whether the run is durable.
+    pub fn durable(mut self, on: bool) -> WorkloadInfo {
+        self.durable = on;
+        self
+    }
+
+    /// Its partition key takes `n` values.
+    pub fn partition_values(mut self, n: usize) -> WorkloadInfo {
+        self.partition_values = Some(n);
+        self
+    }
+
+    /// Whether its transactions are single-key gets and puts.
+    pub fn single_key(mut self, on: bool) -> WorkloadInfo {
+        self.single_key = on;
+        self
+    }
+}
+
+/// Why a protocol cannot run a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub protocol: Protocol,
+    pub workload: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "protocol `{}` cannot run `{}`: {}",
+            self.protocol, self.workload, self.why
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Check every protocol of `protocols` against `w` before anything runs
+/// (so a refusal never follows work done for another protocol). Several
+/// protocols cannot share one `--durable` directory.
+///
+/// # Errors
+/// The first refusal, or `--durable` with several protocols.
+pub fn check_all(protocols: &[Protocol], w: &WorkloadInfo) -> Result<(), String> {
+    if protocols.is_empty() {
+        return Err("--protocol needs at least one protocol".into());
+    }
+    for p in protocols {
+        p.supports(w).map_err(|r| r.to_string())?;
+    }
+    if w.durable && protocols.len() > 1 {
+        return Err(format!(
+            "--durable takes one protocol, not {}: the directory holds one database \
+             (run each protocol durably on its own)",
+            protocols.len()
+        ));
+    }
+    Ok(())
+}
+
+impl<'a> EngineOptions<'a> {
+    /// Options for running `w` with `threads` threads, Silo's `silo`, and
+    /// `durable`'s flags.
+    pub fn new(
+        w: &WorkloadInfo,
+        threads: usize,
+        silo: Options,
+        durable: Option<&'a DurableArgs>,
+    ) -> Self {
+        EngineOptions {
+            threads,
+            partitions: w.partition_values.unwrap_or(threads).max(1),
+            silo,
+            durable,
+            partitioning: w.partitioned,
+        }
+    }
+}
+
+/// What engines are built from; each design takes what applies to it.
+pub struct EngineOptions<'a> {
+    /// Worker threads of the run (a design may size itself by them).
+    #[allow(dead_code)] // for the designs of granary-protocols
+    pub threads: usize,
+    /// How many partitions suit the workload: the number of values its
+    /// partition key takes where that is small (TPC-C's warehouses), else
+    /// the thread count.
+    #[allow(dead_code)] // for Partitioned-Store
+    pub partitions: usize,
+    /// Silo's options (kv's too: it is Silo's index).
+    pub silo: Options,
+    /// `--durable` and its flags (Silo only; `None`: in memory).
+    pub durable: Option<&'a DurableArgs>,
+    /// The workload's partitioning, if it has one.
+    pub partitioning: Option<Partitioning>,
+}
+
+impl EngineOptions<'_> {
+    /// Silo's database: in memory, or durable in a fresh directory.
+    ///
+    /// # Errors
+    /// Silo's, or a directory that already holds a database.
+    pub fn silo(&self) -> Result<Database, String> {
+        match self.durable {
+            Some(d) => d.open(self.silo.clone()),
+            None => Database::new(self.silo.clone()).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The workload's partitioning, for designs that need one (their
+    /// [`Traits::needs_partition_key`] keeps others from getting here).
+    ///
+    /// # Errors
+    /// A workload without one.
+    #[allow(dead_code)] // for Partitioned-Store, which is not here yet
+    pub fn partitioning(&self) -> Result<Partitioning, String> {
+        self.partitioning
+            .ok_or_else(|| "this workload has no partition key".to_string())
+    }
+}
+
+/// Silo's bare index, owning its database (the kv protocol).
+pub struct Kv(pub Database);
+
+impl Engine for Kv {
+    type Runner = KvRunner;
+
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        KvEngine(&self.0).create_table(name)
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        KvEngine(&self.0).table(name)
+    }
+
+    fn runner(&self) -> Result<KvRunner, Error> {
+        KvEngine(&self.0).runner()
+    }
+}
+
+/// Build `protocol`'s engine from `opts` (an [`EngineOptions`]) and
+/// evaluate `body` with it bound, by value, to `db`: `body` is generic
+/// code over `E: Engine` (an engine is not object-safe). Errors building
+/// the engine return from the enclosing function, whose error type must
+/// come from `String`.
+///
+/// ```ignore
+/// let report = with_engine!(p, &opts, |db| run_on(&db, &workload)?);
+/// ```
+///
+/// A design joins with one arm (the compiler asks for it):
+///
+/// ```ignore
+/// Protocol::TwoPlNoWait => {
+///     let $db = granary_protocols::two_pl::TwoPl::new(granary_protocols::two_pl::Variant::NoWait);
+///     $body
+/// }
+/// ```
+macro_rules! with_engine {
+    ($protocol:expr, $opts:expr, |$db:ident| $body:expr) => {{
+        let opts: &$crate::protocol::EngineOptions<'_> = $opts;
+        match $protocol {
+            $crate::protocol::Protocol::Silo => {
+                let $db = opts.silo()?;
+                $body
+            }
+            $crate::protocol::Protocol::Kv => {
+                let $db = $crate::protocol::Kv(opts.silo()?);
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::SiloMutant => {
+                let $db =
+                    granary::Database::new(opts.silo.clone().mutant_skip_read_validation(true))
+                        .map_err(|e| e.to_string())?;
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_engine;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use granary_api::PartitionRule;
+
+    fn bank() -> WorkloadInfo {
+        WorkloadInfo::unpartitioned("check bank", "its audits scan every account")
+    }
+
+    fn tpcc() -> WorkloadInfo {
+        WorkloadInfo::partitioned("bench tpcc", |_| Some(PartitionRule::Shared))
+    }
+
+    #[test]
+    fn names_are_the_flags() {
+        assert_eq!(Protocol::Silo.name(), "silo");
+        assert_eq!(Protocol::Kv.to_string(), "kv");
+        assert_eq!(
+            serde_json::to_value(Protocol::Kv).unwrap(),
+            serde_json::json!("kv")
+        );
+        for p in Protocol::value_variants() {
+            assert_eq!(Protocol::from_str(&p.name(), false), Ok(*p));
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+        }
+        assert_eq!(
+            serde_json::to_value(Isolation::Snapshot).unwrap(),
+            "snapshot-isolation"
+        );
+    }
+
+    #[test]
+    fn silo_runs_everything_and_logs() {
+        for w in [
+            bank(),
+            tpcc(),
+            tpcc().durable(true),
+            bank().single_key(true),
+        ] {
+            assert_eq!(Protocol::Silo.supports(&w), Ok(()), "{w:?}");
+        }
+        assert_eq!(Protocol::Silo.isolation(), Isolation::Serializable);
+    }
+
+    #[test]
+    fn kv_runs_only_single_key_work_and_never_durably() {
+        let ycsb =
+            WorkloadInfo::partitioned("bench ycsb", |_| Some(PartitionRule::Hash)).single_key(true);
+        assert_eq!(Protocol::Kv.supports(&ycsb), Ok(()));
+        let e = Protocol::Kv.supports(&tpcc()).unwrap_err();
+        assert_eq!(e.protocol, Protocol::Kv);
+        assert!(
+            e.to_string()
+                .starts_with("protocol `kv` cannot run `bench tpcc`: "),
+            "{e}"
+        );
+        let e = Protocol::Kv.supports(&ycsb.durable(true)).unwrap_err();
+        assert!(e.why.contains("--durable runs the silo engine only"), "{e}");
+    }
+
+    /// The refusal a design that needs a partition key (Partitioned-Store)
+    /// gets, before such a design is here.
+    #[test]
+    fn a_partition_key_is_required_where_needed() {
+        let t = Traits {
+            needs_partition_key: true,
+            ..Traits::SERIALIZABLE
+        };
+        assert_eq!(refusal("partitioned", t, &tpcc()), None);
+        assert_eq!(
+            refusal("partitioned", t, &bank()).as_deref(),
+            Some(
+                "partitioned needs a partition key for every table, and this workload has none: \
+                 its audits scan every account"
+            )
+        );
+        assert_eq!(refusal("silo", Traits::SERIALIZABLE, &bank()), None);
+    }
+
+    #[test]
+    fn several_protocols_cannot_share_a_durable_directory() {
+        let w = tpcc().durable(true);
+        assert_eq!(check_all(&[Protocol::Silo], &w), Ok(()));
+        let e = check_all(&[Protocol::Silo, Protocol::Silo], &w).unwrap_err();
+        assert!(e.contains("--durable takes one protocol"), "{e}");
+        // A refusal comes first, naming the protocol.
+        let e = check_all(&[Protocol::Silo, Protocol::Kv], &w).unwrap_err();
+        assert!(e.contains("`kv`"), "{e}");
+        assert!(check_all(&[], &tpcc()).is_err());
+    }
+}

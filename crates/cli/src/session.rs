@@ -1,0 +1,238 @@
+//! Benchmarks of one or several protocols: each protocol gets its own
+//! database, loaded once with the same data (same workload configuration
+//! and seed) before any measured run; then the runs alternate protocol by
+//! protocol, run by run, so drift on a shared machine hits each alike.
+//! Medians over each protocol's runs are reported, with each protocol's
+//! throughput ratio to the first.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use granary::Database;
+use granary_api::Engine;
+use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
+use serde::Serialize;
+
+use crate::protocol::{
+    check_all, with_engine, EngineOptions, Isolation, Kv, Protocol, WorkloadInfo,
+};
+use crate::report::progress;
+
+/// A protocol's database with its workload loaded (the engine's type
+/// erased, so that protocols of different types take turns).
+pub trait Loaded {
+    /// Its protocol.
+    fn protocol(&self) -> Protocol;
+    /// Seconds its loading took.
+    fn load_s(&self) -> f64;
+    /// One measured run.
+    ///
+    /// # Errors
+    /// The driver's.
+    fn run(
+        &self,
+        cfg: &DriverConfig,
+        tick: &(dyn Fn(f64, f64) + Sync),
+    ) -> Result<RunReport, String>;
+    /// Print the logging counters of a durable Silo database (nothing for
+    /// any other).
+    fn print_logging(&self);
+}
+
+struct Db<E, W> {
+    protocol: Protocol,
+    db: E,
+    w: W,
+    load_s: f64,
+}
+
+impl<E: Engine + 'static, W: Workload> Loaded for Db<E, W> {
+    fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    fn load_s(&self) -> f64 {
+        self.load_s
+    }
+
+    fn run(
+        &self,
+        cfg: &DriverConfig,
+        tick: &(dyn Fn(f64, f64) + Sync),
+    ) -> Result<RunReport, String> {
+        driver::run(&self.w, &self.db, cfg, tick).map_err(|e| format!("run failed: {e}"))
+    }
+
+    fn print_logging(&self) {
+        if let Some(db) = (&self.db as &dyn Any).downcast_ref::<Database>() {
+            crate::bench::print_logging(db);
+        }
+    }
+}
+
+/// Load `w` into `db` with a progress bar; `label` prefixes the messages.
+fn load<E: Engine + 'static, W: Workload + 'static>(
+    label: &str,
+    protocol: Protocol,
+    db: E,
+    mut w: W,
+) -> Result<Box<dyn Loaded>, String> {
+    let t0 = Instant::now();
+    let pb = progress(1, "loading");
+    // Loader threads report out of order: the bar shows the furthest.
+    let (reached, announced) = (AtomicU64::new(0), AtomicU64::new(0));
+    let tick = |done, total| {
+        // Relaxed: figures for display, read after the loaders are joined.
+        announced.store(total, Ordering::Relaxed);
+        let done = reached.fetch_max(done, Ordering::Relaxed).max(done);
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    match (&db as &dyn Any).downcast_ref::<Kv>() {
+        // kv has no inserts: Silo, whose index it is, loads its table.
+        Some(kv) => w.load(&kv.0, &tick),
+        None => w.load(&db, &tick),
+    }
+    .map_err(|e| format!("load failed: {e}"))?;
+    pb.finish_and_clear();
+    let load_s = t0.elapsed().as_secs_f64();
+    let (done, total) = (reached.into_inner(), announced.into_inner());
+    eprintln!("{label}: loaded in {load_s:.2} s (progress {done}/{total})");
+    Ok(Box::new(Db {
+        protocol,
+        db,
+        w,
+        load_s,
+    }))
+}
+
+/// Check that every protocol runs workload `info`, then give each its own
+/// database built from `opts` and load it with `make(protocol)`'s
+/// workload, in `protocols` order.
+///
+/// # Errors
+/// A refusal (before anything is loaded), an engine that cannot be built,
+/// or a failed load.
+pub fn load_all<W: Workload + 'static>(
+    name: &str,
+    protocols: &[Protocol],
+    opts: &EngineOptions<'_>,
+    info: &WorkloadInfo,
+    make: impl Fn(Protocol) -> Result<W, String>,
+) -> Result<Vec<Box<dyn Loaded>>, String> {
+    check_all(protocols, info)?;
+    protocols
+        .iter()
+        .map(|&p| {
+            let label = if protocols.len() > 1 {
+                format!("{name} ({p})")
+            } else {
+                name.to_string()
+            };
+            let w = make(p)?;
+            with_engine!(p, opts, |db| load(&label, p, db, w))
+        })
+        .collect()
+}
+
+/// Run each loaded protocol `runs` times, alternating: run `r` of every
+/// protocol (in order) before run `r + 1` of any; run `r` uses seed
+/// `cfg.seed + r`. `each(r, protocol, report)` sees every run as it ends.
+/// Returns each protocol's reports in run order.
+///
+/// # Errors
+/// A failed run.
+pub fn alternate(
+    loaded: &[Box<dyn Loaded>],
+    runs: usize,
+    cfg: &DriverConfig,
+    each: &mut dyn FnMut(usize, Protocol, &RunReport),
+) -> Result<Vec<Vec<RunReport>>, String> {
+    let mut out: Vec<Vec<RunReport>> = loaded.iter().map(|_| Vec::new()).collect();
+    for r in 0..runs {
+        for (l, reports) in loaded.iter().zip(&mut out) {
+            let cfg = DriverConfig {
+                seed: cfg.seed.wrapping_add(r as u64),
+                ..cfg.clone()
+            };
+            let total = (cfg.warmup + cfg.duration).as_secs_f64();
+            let pb = progress(total.ceil() as u64, "running");
+            let report = l.run(&cfg, &|el, _| pb.set_position(el as u64))?;
+            pb.finish_and_clear();
+            each(r, l.protocol(), &report);
+            reports.push(report);
+        }
+    }
+    Ok(out)
+}
+
+/// One protocol's figures over its runs.
+#[derive(Serialize, Debug, Clone)]
+pub struct Summary {
+    pub protocol: Protocol,
+    /// The isolation level the protocol claims.
+    pub isolation: Isolation,
+    /// Median over its runs.
+    pub throughput_txn_per_s: f64,
+    /// Median over its runs.
+    pub aborts_per_s: f64,
+    /// Its median throughput over the first protocol's.
+    pub throughput_ratio: f64,
+    pub load_s: f64,
+    /// Each run's throughput, in run order.
+    pub runs_txn_per_s: Vec<f64>,
+    /// The report of the run whose throughput is the median.
+    pub result: RunReport,
+}
+
+/// The median of `v` (the upper one of an even count), and its index.
+fn median(v: &[f64]) -> (f64, usize) {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let i = order[order.len() / 2];
+    (v[i], i)
+}
+
+/// Each protocol's summary, from [`alternate`]'s reports.
+pub fn summarize(loaded: &[Box<dyn Loaded>], reports: &[Vec<RunReport>]) -> Vec<Summary> {
+    let mut out: Vec<Summary> = Vec::new();
+    for (l, rs) in loaded.iter().zip(reports) {
+        let tput: Vec<f64> = rs.iter().map(|r| r.throughput_txn_per_s).collect();
+        let aborts: Vec<f64> = rs.iter().map(|r| r.aborts_per_s).collect();
+        let (t, at) = median(&tput);
+        let first = out.first().map_or(t, |s| s.throughput_txn_per_s);
+        out.push(Summary {
+            protocol: l.protocol(),
+            isolation: l.protocol().isolation(),
+            throughput_txn_per_s: t,
+            aborts_per_s: median(&aborts).0,
+            throughput_ratio: if first > 0.0 { t / first } else { f64::NAN },
+            load_s: l.load_s(),
+            runs_txn_per_s: tput,
+            result: rs[at].clone(),
+        });
+    }
+    out
+}
+
+/// Invariant violations over every run.
+pub fn violations(reports: &[Vec<RunReport>]) -> usize {
+    reports
+        .iter()
+        .flatten()
+        .map(|r| r.invariant_violations.len())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_where_it_is() {
+        assert_eq!(median(&[3.0]), (3.0, 0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), (3.0, 2));
+        assert_eq!(median(&[4.0, 1.0]), (4.0, 0));
+    }
+}
