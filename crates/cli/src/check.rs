@@ -26,8 +26,9 @@ pub enum LevelArg {
 #[derive(Args, Debug, Clone)]
 pub struct CheckArgs {
     /// Workload: ycsb (Zipfian 2–8-key read/write transactions), bank
-    /// (transfers, scanning audits, inserting deposits) or list-append
-    /// (Elle's list-append).
+    /// (transfers, scanning audits, inserting deposits), list-append
+    /// (Elle's list-append) or write-skew (pairs kept at sum ≥ 1: snapshot
+    /// isolation lets two transactions clear both).
     #[arg(value_parser = CheckWorkload::parse)]
     pub workload: CheckWorkload,
     /// Protocol(s) to check, comma-separated: each in turn, on a fresh
@@ -110,7 +111,7 @@ fn info(workload: CheckWorkload) -> WorkloadInfo {
     let name = format!("check {workload}");
     match workload {
         CheckWorkload::Bank => WorkloadInfo::unpartitioned(name, "its audits scan every account"),
-        CheckWorkload::ListAppend | CheckWorkload::Ycsb => {
+        CheckWorkload::ListAppend | CheckWorkload::Ycsb | CheckWorkload::WriteSkew => {
             WorkloadInfo::unpartitioned(name, "the check workloads declare no partitions")
         }
     }

@@ -31,11 +31,36 @@ pub enum Protocol {
     /// Silo's bare index, no transactions (the paper's Key-Value baseline):
     /// bench ycsb only; not serializable, so its invariants go unchecked.
     Kv,
+    /// Strict 2PL, locks taken up front in key order from the declared
+    /// sets, waiting (BOHM's baseline); undeclared accesses are no-wait.
+    #[value(name = "2pl-ordered")]
+    #[serde(rename = "2pl-ordered")]
+    TwoPlOrdered,
+    /// Strict 2PL, no-wait: a conflicting lock aborts the requester,
+    /// which backs off and retries (CCBench's ss2pl).
+    #[value(name = "2pl-nowait")]
+    #[serde(rename = "2pl-nowait")]
+    TwoPlNoWait,
+    /// Partitioned-Store (Silo §5.4): a spinlock per partition of the
+    /// workload's partition key, no other concurrency control.
+    Partitioned,
+    /// Hekaton's multiversion OCC: a global timestamp counter, commit
+    /// dependencies, read validation at commit.
+    Hekaton,
+    /// Snapshot isolation on Hekaton's version store: first updater wins,
+    /// no read validation (write skew commits).
+    Si,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the
     /// checker catching a broken engine.
     #[cfg(feature = "mutant")]
     SiloMutant,
+    /// No-wait 2PL whose reads drop their locks at once: NOT
+    /// serializable; test-only `mutant` builds.
+    #[cfg(feature = "mutant")]
+    #[value(name = "2pl-mutant")]
+    #[serde(rename = "2pl-mutant")]
+    TwoPlMutant,
 }
 
 /// The isolation level a protocol claims (`granary check` checks against
@@ -89,9 +114,20 @@ impl Protocol {
                 single_key_only: true,
                 ..Traits::SERIALIZABLE
             },
-            // It claims serializability, and the checker must refute it.
+            Protocol::TwoPlOrdered | Protocol::TwoPlNoWait | Protocol::Hekaton => {
+                Traits::SERIALIZABLE
+            }
+            Protocol::Partitioned => Traits {
+                needs_partition_key: true,
+                ..Traits::SERIALIZABLE
+            },
+            Protocol::Si => Traits {
+                isolation: Isolation::Snapshot,
+                ..Traits::SERIALIZABLE
+            },
+            // They claim serializability, and the checker must refute it.
             #[cfg(feature = "mutant")]
-            Protocol::SiloMutant => Traits::SERIALIZABLE,
+            Protocol::SiloMutant | Protocol::TwoPlMutant => Traits::SERIALIZABLE,
         }
     }
 
@@ -284,7 +320,6 @@ pub struct EngineOptions<'a> {
     /// How many partitions suit the workload: the number of values its
     /// partition key takes where that is small (TPC-C's warehouses), else
     /// the thread count.
-    #[allow(dead_code)] // for Partitioned-Store
     pub partitions: usize,
     /// Silo's options (kv's too: it is Silo's index).
     pub silo: Options,
@@ -311,7 +346,6 @@ impl EngineOptions<'_> {
     ///
     /// # Errors
     /// A workload without one.
-    #[allow(dead_code)] // for Partitioned-Store, which is not here yet
     pub fn partitioning(&self) -> Result<Partitioning, String> {
         self.partitioning
             .ok_or_else(|| "this workload has no partition key".to_string())
@@ -365,6 +399,46 @@ macro_rules! with_engine {
             }
             $crate::protocol::Protocol::Kv => {
                 let $db = $crate::protocol::Kv(opts.silo()?);
+                $body
+            }
+            $crate::protocol::Protocol::TwoPlOrdered => {
+                let $db = granary_protocols::two_pl::TwoPl::new(
+                    granary_protocols::two_pl::Variant::Ordered,
+                );
+                $body
+            }
+            $crate::protocol::Protocol::TwoPlNoWait => {
+                let $db = granary_protocols::two_pl::TwoPl::new(
+                    granary_protocols::two_pl::Variant::NoWait,
+                );
+                $body
+            }
+            $crate::protocol::Protocol::Partitioned => {
+                let $db = granary_protocols::partitioned::Partitioned::new(
+                    opts.partitions
+                        .min(granary_protocols::partitioned::MAX_PARTITIONS),
+                    opts.partitioning()?,
+                )
+                .map_err(|e| e.to_string())?;
+                $body
+            }
+            $crate::protocol::Protocol::Hekaton => {
+                let $db = granary_protocols::mvcc::Mvcc::new(
+                    granary_protocols::mvcc::Isolation::Serializable,
+                );
+                $body
+            }
+            $crate::protocol::Protocol::Si => {
+                let $db = granary_protocols::mvcc::Mvcc::new(
+                    granary_protocols::mvcc::Isolation::Snapshot,
+                );
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::TwoPlMutant => {
+                let $db = granary_protocols::two_pl::TwoPl::new(
+                    granary_protocols::two_pl::Variant::MutantShortReads,
+                );
                 $body
             }
             #[cfg(feature = "mutant")]

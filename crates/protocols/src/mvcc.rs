@@ -302,11 +302,25 @@ impl Shared {
     /// The state and end timestamp of transaction (slot, seq), or `None`
     /// if the slot has moved on (the field that named it has been
     /// rewritten since).
+    ///
+    /// A transaction that is PREPARING but has not published its end
+    /// timestamp yet is waited for (a few instructions): its timestamp may
+    /// be below or above the caller's, and visibility depends on which.
     fn status(&self, slot: usize, seq: u64) -> Option<(u64, u64)> {
         let s = &self.slots[slot];
-        let w = s.word.load(Ordering::SeqCst);
-        let end = s.end.load(Ordering::SeqCst);
-        (w >> 2 == seq && s.word.load(Ordering::SeqCst) == w).then_some((w & 3, end))
+        let mut spins = 0;
+        loop {
+            let w = s.word.load(Ordering::SeqCst);
+            let end = s.end.load(Ordering::SeqCst);
+            if w >> 2 != seq || s.word.load(Ordering::SeqCst) != w {
+                return None;
+            }
+            if w & 3 == PREPARING && end == INF {
+                crate::sync::backoff(&mut spins);
+                continue;
+            }
+            return Some((w & 3, end));
+        }
     }
 
     fn begin_seen(&self, f: u64, rt: u64, me: u64) -> Seen {
@@ -845,11 +859,19 @@ impl<'r> Txn<'r> {
     fn commit(&mut self) -> Result<u64, AbortReason> {
         let db = self.db;
         let s = &db.slots[self.slot];
-        // The second increment: the end timestamp, published before the
-        // state says PREPARING.
+        // PREPARING first, with the end timestamp unknown, and only then
+        // the second increment. A transaction still seen ACTIVE has not
+        // taken its end timestamp, so it will be above every timestamp
+        // its observer already holds (Hekaton §3: an active writer's
+        // version is invisible, the version it replaces still valid);
+        // one seen PREPARING with the timestamp unknown is waited for
+        // (`Shared::status`). Taking the timestamp while still ACTIVE
+        // let a validation pass over a writer that then committed below
+        // it (found by `granary check ycsb --protocol hekaton`).
+        s.end.store(INF, Ordering::SeqCst);
+        s.word.store(self.seq << 2 | PREPARING, Ordering::SeqCst);
         let e = db.clock.fetch_add(1, Ordering::SeqCst);
         s.end.store(e, Ordering::SeqCst);
-        s.word.store(self.seq << 2 | PREPARING, Ordering::SeqCst);
         let mut r = Ok(e);
         if db.isolation == Isolation::Serializable {
             r = self.validate(e).map(|()| e);
