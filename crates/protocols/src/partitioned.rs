@@ -479,6 +479,35 @@ impl Tx for Txn<'_> {
     ) -> Result<(), TxError> {
         let db: &Shared = self.db;
         let table = db.tables.get(t)?;
+        for b in [lo, hi] {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                check_key(k)?;
+            }
+        }
+        if self.all && table.maps.len() > 1 {
+            // Holding every partition (a procedure that declared nothing,
+            // such as a verification pass), a scan may cross them: merge
+            // the partitions' ranges in key order.
+            let mut rows: Vec<(&[u8], &[u8])> = Vec::new();
+            for m in table.maps.iter() {
+                // SAFETY: every partition is locked by this transaction.
+                let m = unsafe { &*m.get() };
+                rows.extend(
+                    m.range::<[u8], _>((lo, hi))
+                        .map(|(k, v)| (k.as_slice(), v.as_slice())),
+                );
+            }
+            rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            if reverse {
+                rows.reverse();
+            }
+            for (k, v) in rows.into_iter().take(limit) {
+                if !f(k, v) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         // A scan reads one partition: the one its low bound is in. The
         // range must not leave it (an exclusive high bound may sit at the
         // next partition key's first key).
@@ -638,6 +667,24 @@ mod tests {
             )
         });
         assert!(matches!(e, Err(Error::Undeclared(_))), "{e:?}");
+        // Holding every partition, a scan crosses them, in key order.
+        let mut keys = Vec::new();
+        r.try_run(|tx| {
+            tx.scan(
+                w,
+                Bound::Included(&[1]),
+                Bound::Excluded(&[6, 1]),
+                9,
+                true,
+                |k, _| {
+                    keys.push(k[0]);
+                    true
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(keys, [5, 4, 3, 2, 1]);
     }
 
     #[test]
