@@ -15,7 +15,7 @@ use crate::record::Record;
 use crate::sync::{AtomicU64, Ordering};
 use crate::worker::Worker;
 
-pub use granary_api::{TableId, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES};
+pub use granary_api::{TableId, MAX_TABLE_NAME_BYTES};
 /// The most tables one database can hold.
 pub const MAX_TABLES: usize = 4096;
 

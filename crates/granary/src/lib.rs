@@ -41,6 +41,7 @@ pub mod durable;
 mod epoch;
 mod gc;
 pub mod kv;
+mod pin;
 mod record;
 mod snapshot;
 mod sync;

@@ -20,10 +20,11 @@ use std::ops::Bound;
 use crate::db::Shared;
 use crate::db::TableId;
 use crate::error::Error;
+use crate::pin::{check_bounds, check_key, ReadPin};
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
-use crate::worker::{check_bounds, check_key, Core, ReadPin};
+use crate::worker::Core;
 
 /// A snapshot transaction in progress; see [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct Snapshot<'w> {

@@ -24,10 +24,11 @@ use granary_api::ticks;
 use crate::db::{Shared, Table, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage};
+use crate::pin::{check_bounds, check_key, check_value, ReadPin, RetirePin};
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
-use crate::worker::{check_bounds, check_key, check_value, Core, ReadPin, RetirePin};
+use crate::worker::Core;
 
 /// An owned `(key, value)` pair, as returned by `scan_collect`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);

@@ -4,56 +4,18 @@ use granary_api::{Profile, Stats};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use granary_index::{Cursor, Guard, LeafRef, Retired};
+use granary_index::{Cursor, LeafRef};
 
-use crate::db::{Shared, TableId, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use crate::epoch::Epochs;
+use crate::db::{Shared, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
+use crate::pin::{check_key, check_value, ReadPin, RetirePin};
 use crate::record::{Record, Slabs};
 use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
 use crate::tx::{Session, SessionEnd};
 use crate::txn::{Transaction, TxState};
-
-/// Guard for tree operations that never retire memory (lookups, scans,
-/// inserts). Only created while the worker is pinned.
-pub(crate) struct ReadPin(());
-
-impl ReadPin {
-    /// # Safety
-    /// The calling worker is pinned for the guard's whole life.
-    pub(crate) unsafe fn new() -> ReadPin {
-        ReadPin(())
-    }
-}
-
-// SAFETY: created only while pinned (see `new`); never asked to retire
-// (reads and inserts unlink nothing) and would leak, not free, if it were.
-unsafe impl Guard for ReadPin {
-    fn retire(&mut self, garbage: Retired) {
-        let _ = garbage; // leaked: `Retired` frees nothing unless reclaimed
-    }
-}
-
-/// Guard for tree removals: retired keys join the worker's tree list,
-/// labelled with the current global epoch.
-pub(crate) struct RetirePin<'a> {
-    pub gc: &'a mut GcLists,
-    pub epochs: &'a Epochs,
-}
-
-// SAFETY: retired memory is freed only by `GcLists::collect` once
-// `tree_safe` passes its label: every worker pinned when it was unlinked has
-// unpinned (see `epoch` module docs).
-unsafe impl Guard for RetirePin<'_> {
-    fn retire(&mut self, garbage: Retired) {
-        self.gc
-            .tree
-            .push_back((self.epochs.global(), Garbage::Key(garbage)));
-    }
-}
 
 /// Identifies a committed transaction's durability requirement; see
 /// [`Worker::commit_token`].
@@ -519,41 +481,6 @@ impl Drop for Worker {
             self.shared.orphan_count.fetch_add(n, Ordering::Relaxed);
         }
     }
-}
-
-#[inline]
-pub(crate) fn check_key(key: &[u8]) -> Result<(), Error> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_BYTES,
-        });
-    }
-    Ok(())
-}
-
-/// Check the keys of a scan's bounds.
-pub(crate) fn check_bounds(
-    lo: std::ops::Bound<&[u8]>,
-    hi: std::ops::Bound<&[u8]>,
-) -> Result<(), Error> {
-    for b in [lo, hi] {
-        if let std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) = b {
-            check_key(k)?;
-        }
-    }
-    Ok(())
-}
-
-#[inline]
-pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
-    if v.len() > MAX_VALUE_BYTES {
-        return Err(Error::ValueTooLarge {
-            len: v.len(),
-            max: MAX_VALUE_BYTES,
-        });
-    }
-    Ok(())
 }
 
 /// Unhook a deleted record whose snapshot readers are gone (§4.9).

@@ -29,8 +29,9 @@ use super::remove_paced;
 use super::{crashsim, fp, sync_dir};
 use crate::db::{Database, Options, Shared, TableId};
 use crate::error::Error;
+use crate::pin::ReadPin;
 use crate::record::Record;
-use crate::worker::{ReadPin, Worker};
+use crate::worker::Worker;
 
 /// fsync a checkpoint file after this many bytes (SiloR §4.2).
 const SYNC_EVERY: u64 = 32 << 20;
