@@ -41,6 +41,7 @@ pub mod durable;
 mod epoch;
 mod gc;
 pub mod kv;
+mod options;
 mod pin;
 mod record;
 mod snapshot;
@@ -58,7 +59,8 @@ pub use granary_api::{
     MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 
-pub use db::{Database, Options, RecoveryMode, MAX_TABLES};
+pub use db::{Database, MAX_TABLES};
+pub use options::{Options, RecoveryMode};
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
 pub use tx::Session;

@@ -147,7 +147,7 @@ pub(crate) struct Durable {
 pub(crate) struct Start {
     pub dir: PathBuf,
     pub epochs: Arc<Epochs>,
-    pub options: crate::db::Options,
+    pub options: crate::options::Options,
     pub pepoch: u64,
     pub pepoch_seq: u64,
     /// Per logger: the next log file generation.
@@ -457,7 +457,7 @@ impl Pepoch0 {
 }
 
 /// `Database::open`.
-pub(crate) fn open(dir: &Path, options: crate::db::Options) -> Result<crate::Database, Error> {
+pub(crate) fn open(dir: &Path, options: crate::options::Options) -> Result<crate::Database, Error> {
     let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
     std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
     let dir = dir.canonicalize().map_err(|e| io("resolve", dir, e))?;

@@ -50,8 +50,9 @@ use super::format::{
 };
 use super::log::Ledger;
 use super::{crashsim, fp, sync_dir, DELETING_SUFFIX};
-use crate::db::{Database, RecoveryMode, Shared, TableId};
+use crate::db::{Database, Shared, TableId};
 use crate::error::Error;
+use crate::options::RecoveryMode;
 use crate::record::Slabs;
 use crate::tid::Tid;
 use crate::worker::Near;
