@@ -1,78 +1,22 @@
-//! The database handle, its options, and the table catalog.
+//! The database handle ([`Database`]): it makes the engine state, names
+//! its tables and hands out workers. The top of the engine; `durable::open`
+//! adds [`Database::open`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_utils::CachePadded;
+use granary_api::{TableId, MAX_TABLE_NAME_BYTES};
 use granary_index::Tree;
 use parking_lot::Mutex;
 
-use crate::epoch::{Epochs, Tick};
+use crate::epoch::Epochs;
 use crate::error::Error;
 use crate::gc::GcLists;
 use crate::options::Options;
-use crate::record::Record;
+use crate::shared::{Owner, Shared, Table, MAX_TABLES};
 use crate::sync::{AtomicU64, Ordering};
 use crate::worker::Worker;
-
-pub use granary_api::{TableId, MAX_TABLE_NAME_BYTES};
-/// The most tables one database can hold.
-pub const MAX_TABLES: usize = 4096;
-
-pub(crate) struct Table {
-    pub name: String,
-    pub tree: Tree,
-}
-
-pub(crate) struct Shared {
-    pub epochs: Arc<Epochs>,
-    /// Set (once) for a database opened on a directory.
-    pub durable: OnceLock<Arc<crate::durable::Durable>>,
-    pub tables: Box<[OnceLock<Table>]>,
-    names: Mutex<HashMap<String, TableId>>,
-    pub options: Options,
-    /// Only used with `Options::global_tid`.
-    pub global_tid: CachePadded<AtomicU64>,
-    /// Garbage left by dropped workers, adopted by the next worker that
-    /// starts a transaction.
-    pub orphans: Mutex<GcLists>,
-    pub orphan_count: AtomicU64,
-}
-
-impl Shared {
-    #[inline]
-    pub fn table(&self, t: TableId) -> Result<&Table, Error> {
-        self.tables
-            .get(t.0 as usize)
-            .and_then(|c| c.get())
-            .ok_or_else(|| Error::UnknownTableId(t.0))
-    }
-}
-
-impl Tick for Shared {
-    fn tick(&self) {
-        self.epochs.advance();
-        if let Some(d) = self.durable.get() {
-            d.on_tick();
-        }
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // SAFETY: the last handle is gone: no worker, no reader.
-        unsafe { self.orphans.get_mut().free_all() };
-        for t in self.tables.iter_mut() {
-            if let Some(t) = t.get_mut() {
-                t.tree.for_each_value(|v| {
-                    // SAFETY: every value is a live record owned by the tree;
-                    // superseded versions were freed with the garbage above.
-                    unsafe { Record::free(std::ptr::NonNull::new_unchecked(v as *mut Record)) }
-                });
-            }
-        }
-    }
-}
 
 /// An in-memory Silo database. Cloning the handle is cheap; the database
 /// lives until the last handle and the last [`Worker`] are dropped.
@@ -98,29 +42,6 @@ pub struct Database {
     /// threads): when the last one goes, a durable database flushes,
     /// stops its threads and unlocks its directory.
     pub(crate) owner: Option<Arc<Owner>>,
-}
-
-/// See [`Database::owner`].
-pub(crate) struct Owner {
-    shared: Arc<Shared>,
-    /// The directory lock, released last.
-    pub lock: Mutex<Option<std::fs::File>>,
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        if let Some(d) = self.shared.durable.get() {
-            d.checkpoints.stop();
-            d.checkpoints.join();
-            // No user worker is left and the checkpointer has stopped:
-            // two ticks put every commit below the bound the loggers
-            // flush up to.
-            self.shared.epochs.advance();
-            self.shared.epochs.advance();
-            d.shutdown();
-        }
-        drop(self.lock.lock().take());
-    }
 }
 
 impl std::fmt::Debug for Database {

@@ -44,6 +44,7 @@ pub mod kv;
 mod options;
 mod pin;
 mod record;
+mod shared;
 mod snapshot;
 mod sync;
 mod tid;
@@ -59,8 +60,9 @@ pub use granary_api::{
     MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 
-pub use db::{Database, MAX_TABLES};
+pub use db::Database;
 pub use options::{Options, RecoveryMode};
+pub use shared::MAX_TABLES;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
 pub use tx::Session;

@@ -17,11 +17,12 @@
 
 use std::ops::Bound;
 
-use crate::db::Shared;
-use crate::db::TableId;
+use granary_api::TableId;
+
 use crate::error::Error;
 use crate::pin::{check_bounds, check_key, ReadPin};
 use crate::record::Record;
+use crate::shared::Shared;
 use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
 use crate::worker::Core;

@@ -19,13 +19,13 @@ use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
 
-use granary_api::ticks;
+use granary_api::{ticks, TableId};
 
-use crate::db::{Shared, Table, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage};
 use crate::pin::{check_bounds, check_key, check_value, ReadPin, RetirePin};
 use crate::record::Record;
+use crate::shared::{Shared, Table};
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
 use crate::worker::Core;

@@ -1,16 +1,16 @@
 //! Per-thread worker handles: transaction sets, garbage lists, statistics.
 
-use granary_api::{Profile, Stats};
+use granary_api::{Profile, Stats, TableId};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use granary_index::{Cursor, LeafRef};
 
-use crate::db::{Shared, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::pin::{check_key, check_value, ReadPin, RetirePin};
 use crate::record::{Record, Slabs};
+use crate::shared::{Owner, Shared};
 use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
@@ -31,7 +31,7 @@ pub struct CommitToken {
 pub struct Worker {
     pub(crate) shared: Arc<Shared>,
     /// Keeps a durable database open (`None` for granary's own workers).
-    _owner: Option<Arc<crate::db::Owner>>,
+    _owner: Option<Arc<Owner>>,
     slot: usize,
     pub(crate) core: Core,
     stats: Stats,
@@ -77,10 +77,7 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        owner: Option<Arc<crate::db::Owner>>,
-    ) -> Result<Worker, Error> {
+    pub(crate) fn new(shared: Arc<Shared>, owner: Option<Arc<Owner>>) -> Result<Worker, Error> {
         let slot = shared.epochs.register().ok_or(Error::TooManyWorkers {
             max: shared.options.max_workers,
         })?;

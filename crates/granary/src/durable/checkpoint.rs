@@ -20,6 +20,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use granary_api::TableId;
 use parking_lot::Mutex;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
@@ -27,11 +28,12 @@ use super::format::{self, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use super::log::Ledger;
 use super::remove_paced;
 use super::{crashsim, fp, sync_dir};
-use crate::db::{Database, Shared, TableId};
+use crate::db::Database;
 use crate::error::Error;
 use crate::options::Options;
 use crate::pin::ReadPin;
 use crate::record::Record;
+use crate::shared::Shared;
 use crate::worker::Worker;
 
 /// fsync a checkpoint file after this many bytes (SiloR §4.2).

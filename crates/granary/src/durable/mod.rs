@@ -504,7 +504,7 @@ pub(crate) fn open(dir: &Path, options: crate::options::Options) -> Result<crate
     {
         let mut w = db.worker()?;
         for &t in &recovered.tables_with_deletes {
-            w.sweep_tombstones(crate::db::TableId(t));
+            w.sweep_tombstones(granary_api::TableId(t));
         }
     }
     let tidied = recover::tidy(&info)?;

@@ -50,12 +50,14 @@ use super::format::{
 };
 use super::log::Ledger;
 use super::{crashsim, fp, sync_dir, DELETING_SUFFIX};
-use crate::db::{Database, Shared, TableId};
+use crate::db::Database;
 use crate::error::Error;
 use crate::options::RecoveryMode;
 use crate::record::Slabs;
+use crate::shared::Shared;
 use crate::tid::Tid;
 use crate::worker::Near;
+use granary_api::TableId;
 use granary_index::{Cursor, LeafRef};
 
 /// One log file, as found on disk.
