@@ -19,16 +19,15 @@ use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
 
-use granary_api::{ticks, TableId};
+use granary_api::{ticks, Profile, TableId};
 
 use crate::error::{AbortReason, Error, TxError};
-use crate::gc::{Cleanup, Garbage};
+use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::pin::{check_bounds, check_key, check_value, ReadPin, RetirePin};
-use crate::record::Record;
+use crate::record::{Pool, Record};
 use crate::shared::{Shared, Table};
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
-use crate::worker::Core;
 
 /// An owned `(key, value)` pair, as returned by `scan_collect`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -287,6 +286,31 @@ impl TxState {
         }
         Ok(())
     }
+}
+
+/// A worker's mutable state, split from its `shared` handle so a running
+/// transaction can borrow both without reference-count traffic. Owned by
+/// its [`Worker`](crate::Worker); defined here, with the transaction that
+/// runs on it.
+#[derive(Default)]
+pub(crate) struct Core {
+    pub st: TxState,
+    pub gc: GcLists,
+    /// The TID of this worker's last commit (Silo §4.2 rule b).
+    pub last_tid: Tid,
+    pub epoch: u64,
+    pub snap_epoch: u64,
+    pub pool: Pool,
+    /// The reclamation bounds at the last collection.
+    pub gc_seen: (u64, u64),
+    /// This worker's epoch slot (also its log slot).
+    pub slot: usize,
+    /// The epoch that must be durable before the last committed
+    /// transaction may be acknowledged (durable databases only).
+    pub durable_need: u64,
+    /// Cost breakdown collection (off unless asked for).
+    pub profiling: bool,
+    pub prof: Profile,
 }
 
 enum Found {

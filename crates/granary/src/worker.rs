@@ -15,7 +15,7 @@ use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
 use crate::tx::{Session, SessionEnd};
-use crate::txn::{Transaction, TxState};
+use crate::txn::{Core, Transaction};
 
 /// Identifies a committed transaction's durability requirement; see
 /// [`Worker::commit_token`].
@@ -36,29 +36,6 @@ pub struct Worker {
     pub(crate) core: Core,
     stats: Stats,
     rng: u64,
-}
-
-/// A worker's mutable state, split from its `shared` handle so a running
-/// transaction can borrow both without reference-count traffic.
-#[derive(Default)]
-pub(crate) struct Core {
-    pub st: TxState,
-    pub gc: GcLists,
-    /// The TID of this worker's last commit (Silo §4.2 rule b).
-    pub last_tid: Tid,
-    pub epoch: u64,
-    pub snap_epoch: u64,
-    pub pool: crate::record::Pool,
-    /// The reclamation bounds at the last collection.
-    pub gc_seen: (u64, u64),
-    /// This worker's epoch slot (also its log slot).
-    pub slot: usize,
-    /// The epoch that must be durable before the last committed
-    /// transaction may be acknowledged (durable databases only).
-    pub durable_need: u64,
-    /// Cost breakdown collection (off unless asked for).
-    pub profiling: bool,
-    pub prof: Profile,
 }
 
 // SAFETY: the raw pointers a worker holds (transaction sets, garbage,
@@ -285,7 +262,8 @@ impl Worker {
             self.unpin();
             std::thread::sleep(self.shared.options.epoch_interval);
         }
-        let r = body(&mut Snapshot::new(&self.shared, &mut self.core));
+        let (se, buf) = (self.core.snap_epoch, &mut self.core.st.buf);
+        let r = body(&mut Snapshot::new(&self.shared, se, buf));
         self.unpin();
         if let (Ok(_), Some(d)) = (&r, self.shared.durable.get()) {
             // It saw exactly the epochs before its snapshot epoch.
