@@ -44,6 +44,7 @@ pub mod kv;
 mod options;
 mod pin;
 mod record;
+mod session;
 mod shared;
 mod snapshot;
 mod sync;
@@ -62,10 +63,10 @@ pub use granary_api::{
 
 pub use db::Database;
 pub use options::{Options, RecoveryMode};
+pub use session::Session;
 pub use shared::MAX_TABLES;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
-pub use tx::Session;
 pub use txn::{KeyValue, Transaction};
 pub use worker::{CommitToken, Worker};
 

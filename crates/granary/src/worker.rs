@@ -10,11 +10,11 @@ use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::pin::{check_key, check_value, ReadPin, RetirePin};
 use crate::record::{Record, Slabs};
+use crate::session::{Session, SessionEnd};
 use crate::shared::{Owner, Shared};
 use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
-use crate::tx::{Session, SessionEnd};
 use crate::txn::{Core, Transaction};
 
 /// Identifies a committed transaction's durability requirement; see
