@@ -24,10 +24,9 @@ use granary_api::TableId;
 use parking_lot::Mutex;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
-use super::format::{self, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
-use super::log::Ledger;
-use super::remove_paced;
-use super::{crashsim, fp, sync_dir};
+use super::crashsim;
+use super::files::{fp, remove_paced, sync_dir};
+use super::format::{self, Ledger, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use crate::db::Database;
 use crate::error::Error;
 use crate::options::Options;

@@ -38,10 +38,10 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
-use super::format::{
-    self, LogEnd, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
-};
-use super::{crashsim, fp, sync_dir, Durable};
+use super::files::{fp, sync_dir, write_end};
+use super::format::Ledger;
+use super::format::{self, LogEnd, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN};
+use super::{crashsim, Durable};
 use crate::epoch::Epochs;
 
 /// Epochs per log file before it is renamed (SiloR §3.5).
@@ -309,31 +309,6 @@ impl LogFile {
     }
 }
 
-/// Write end record `end` at `at` (an [`IO_ALIGN`] multiple, the end of
-/// the file's blocks) of `file` (at `path`), padded as a block, and sync
-/// the file. Returns the file's new length. The file may be open with
-/// `O_DIRECT`.
-pub(crate) fn write_end(file: &File, path: &Path, at: u64, end: &LogEnd) -> io::Result<u64> {
-    use std::os::unix::fs::FileExt;
-    let mut b = AlignedBuf::with_capacity(IO_ALIGN);
-    b.resize_zeroed(BLOCK_HEADER);
-    b.extend_from_slice(&end.payload());
-    seal_block(
-        &mut b,
-        BLOCK_MAGIC_END,
-        end.durable_epoch,
-        end.logger,
-        end.blocks,
-    );
-    fp("log-end-write")?;
-    file.write_all_at(b.as_slice(), at)?;
-    crashsim::wrote(path, at, b.as_slice());
-    fp("log-end-fsync")?;
-    file.sync_data()?;
-    crashsim::synced(path);
-    Ok(at + b.len() as u64)
-}
-
 pub(crate) struct LoggerStart {
     pub index: usize,
     pub dir: PathBuf,
@@ -519,29 +494,6 @@ impl Durable {
         let _g = self.pepoch_lock.lock();
         self.pepoch_changed.notify_all();
         Ok(())
-    }
-}
-
-/// What recovery must find besides the log positions, recorded in every
-/// pepoch write (see `format::Pepoch`). A checkpoint changes it (and has it
-/// written) before it deletes anything it supersedes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Ledger {
-    /// e_l of the checkpoint the durable state needs; 0: none.
-    pub checkpoint: u64,
-    /// Per logger: the oldest log file generation recovery needs.
-    pub lows: Vec<u64>,
-    /// Entries in `voids`.
-    pub voids: u32,
-}
-
-impl Ledger {
-    /// Logger `k`'s oldest needed generation, if known.
-    pub fn low(&self, k: usize) -> Option<u64> {
-        self.lows
-            .get(k)
-            .copied()
-            .filter(|&l| l != format::LOW_UNKNOWN)
     }
 }
 

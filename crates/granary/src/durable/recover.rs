@@ -44,12 +44,12 @@ use std::sync::Mutex;
 
 use super::abuf::{open_aligned, AlignedBuf};
 use super::ahead::{Ahead, Window};
+use super::crashsim;
+use super::files::{fp, sync_dir, write_end, DELETING_SUFFIX};
 use super::format::{
-    self, BlockHeader, BlockRead, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT,
+    self, BlockHeader, BlockRead, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT,
     BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
 };
-use super::log::Ledger;
-use super::{crashsim, fp, sync_dir, DELETING_SUFFIX};
 use crate::db::Database;
 use crate::error::Error;
 use crate::options::RecoveryMode;
@@ -1426,8 +1426,7 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
                 .open(&f.path)
                 .map_err(|e| io("open", &f.path, e))?;
             fp("recover-end").map_err(|e| io("close", &f.path, e))?;
-            super::log::write_end(&file, &f.path, f.durable_len, &end)
-                .map_err(|e| io("close", &f.path, e))?;
+            write_end(&file, &f.path, f.durable_len, &end).map_err(|e| io("close", &f.path, e))?;
         }
         if current {
             // The new logger file takes this name: retire this one.
