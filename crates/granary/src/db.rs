@@ -129,7 +129,7 @@ impl Database {
     /// # Errors
     /// [`Error::InvalidOption`] on an in-memory database; storage errors
     /// (which also poison the database).
-    pub fn checkpoint(&self) -> Result<crate::durable::CheckpointStats, Error> {
+    pub fn checkpoint(&self) -> Result<crate::durable::checkpoint::CheckpointStats, Error> {
         crate::durable::checkpoint::run(self)
     }
 
@@ -162,7 +162,7 @@ impl Database {
     }
 
     /// Logging and recovery figures (`None` for an in-memory database).
-    pub fn durability_stats(&self) -> Option<crate::durable::DurabilityStats> {
+    pub fn durability_stats(&self) -> Option<crate::durable::log::DurabilityStats> {
         self.shared.durable.get().map(|d| d.stats())
     }
 

@@ -31,7 +31,7 @@ pub(crate) struct Table {
 pub(crate) struct Shared {
     pub epochs: Arc<Epochs>,
     /// Set (once) for a database opened on a directory.
-    pub durable: OnceLock<Arc<crate::durable::Durable>>,
+    pub durable: OnceLock<Arc<crate::durable::log::Durable>>,
     pub tables: Box<[OnceLock<Table>]>,
     pub names: Mutex<HashMap<String, TableId>>,
     pub options: Options,

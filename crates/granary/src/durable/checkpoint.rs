@@ -15,13 +15,11 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use granary_api::TableId;
-use parking_lot::Mutex;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
 use super::crashsim;
@@ -29,7 +27,6 @@ use super::files::{fp, remove_paced, sync_dir};
 use super::format::{self, Ledger, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use crate::db::Database;
 use crate::error::Error;
-use crate::options::Options;
 use crate::pin::ReadPin;
 use crate::record::Record;
 use crate::shared::Shared;
@@ -56,50 +53,6 @@ pub struct CheckpointStats {
     /// Until the checkpoint was complete (its manifest installed), not
     /// counting the paced deletion of what it superseded.
     pub millis: u64,
-}
-
-pub(crate) struct State {
-    pub threads: usize,
-    pub files_per_thread: usize,
-    pub interval: Option<Duration>,
-    pub last: Mutex<Option<Manifest>>,
-    /// One checkpoint at a time.
-    running: Mutex<()>,
-    stop: AtomicBool,
-    periodic: Mutex<Option<JoinHandle<()>>>,
-    pub completed: AtomicU64,
-}
-
-impl State {
-    pub fn new(last: Option<Manifest>, o: &Options) -> State {
-        State {
-            threads: o.checkpoint_threads.max(1),
-            files_per_thread: o.checkpoint_files_per_thread.max(1),
-            interval: o.checkpoint_interval,
-            last: Mutex::new(last),
-            running: Mutex::new(()),
-            stop: AtomicBool::new(false),
-            periodic: Mutex::new(None),
-            completed: AtomicU64::new(0),
-        }
-    }
-
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
-    }
-
-    pub fn join(&self) {
-        let h = self.periodic.lock().take();
-        if let Some(h) = h {
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
-        }
-    }
-
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
-    }
 }
 
 /// Start the periodic checkpointer, if an interval is configured.
