@@ -84,43 +84,6 @@ impl Database {
         Ok(Database { shared, owner })
     }
 
-    /// Open (or create) a durable database in `dir` (SiloR): recover
-    /// whatever the directory holds — the newest complete checkpoint plus
-    /// the log up to the persistent epoch — then serve, logging every
-    /// commit. Tables come back under their names and ids.
-    ///
-    /// With the default `wait_for_durable`, [`Worker::run`] returns only
-    /// once the transaction is durable (about one to three epochs).
-    ///
-    /// ```
-    /// use granary::{Database, Options};
-    /// let dir = std::env::temp_dir().join(format!("granary-doc-open-{}", std::process::id()));
-    /// # let _ = std::fs::remove_dir_all(&dir);
-    /// let opts = Options::default().epoch_interval(std::time::Duration::from_millis(5));
-    /// {
-    ///     let db = Database::open(&dir, opts.clone())?;
-    ///     let t = db.open_table("kv")?;
-    ///     db.worker()?.run(|tx| tx.put(t, b"k", b"v"))?; // durable on return
-    /// }
-    /// let db = Database::open(&dir, opts)?; // recovers
-    /// let t = db.table("kv")?;
-    /// let v = db.worker()?.run(|tx| Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec)))?;
-    /// assert_eq!(v.as_deref(), Some(&b"v"[..]));
-    /// # drop(db);
-    /// # std::fs::remove_dir_all(&dir).unwrap();
-    /// # Ok::<(), granary::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Locked`] if another process or handle has the directory
-    /// open; [`Error::Corrupt`] for damage within what was durable (see
-    /// `docs/FORMAT.md` for the recovery policy); [`Error::Storage`] for
-    /// failed file operations; [`Error::InvalidOption`] for bad options,
-    /// or a logger count different from the directory's.
-    pub fn open(dir: impl AsRef<std::path::Path>, options: Options) -> Result<Database, Error> {
-        crate::durable::open(dir.as_ref(), options)
-    }
-
     /// Take a checkpoint now (SiloR §4.1); returns what it wrote. Logs it
     /// makes redundant and the previous checkpoint are deleted before it
     /// returns, in paced steps (about 0.4 GB a second with 40 ms epochs,
