@@ -4,12 +4,10 @@ use granary_api::{Profile, Stats, TableId};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use granary_index::{Cursor, LeafRef};
-
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::pin::{check_key, check_value, ReadPin, RetirePin};
-use crate::record::{Record, Slabs};
+use crate::record::Record;
 use crate::session::{Session, SessionEnd};
 use crate::shared::{Owner, Shared};
 use crate::snapshot::Snapshot;
@@ -459,7 +457,7 @@ impl Drop for Worker {
 }
 
 /// Unhook a deleted record whose snapshot readers are gone (§4.9).
-fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
+pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     let Ok(table) = shared.table(TableId(c.table)) else {
         return;
     };
@@ -487,184 +485,4 @@ fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     rec.unlock(t.without(Tid::LATEST));
     let label = shared.epochs.global();
     gc.tree.push_back((label, Garbage::record(c.rec)));
-}
-
-/// Where [`Worker::recover_put`] starts looking for a key's place.
-pub(crate) enum Near<'a, 't> {
-    /// A checkpoint's keys: each expected to be new, inserted through the
-    /// cursor (on the table's tree) straight away. A file holds each
-    /// table's keys in ascending runs, so most inserts need no descent
-    /// (SiloR §5.1).
-    Cursor(&'a mut Cursor<'t>),
-    /// A log's keys: looked up first (a key already present costs no
-    /// allocation), starting from the leaf the table's previous lookup
-    /// ended in, which this then holds. A transaction's writes to one
-    /// table often come in runs of neighbouring keys (an order's lines),
-    /// so nearly half of a TPC-C log's writes skip the descent.
-    Leaf(&'a mut Option<LeafRef>),
-}
-
-// Recovery (SiloR §5): install logged and checkpointed versions directly.
-impl Worker {
-    /// Install a recovered version of `key` unless the table already holds
-    /// a newer one (SiloR §5.2: the newest TID wins, so files may be
-    /// replayed in any order). `value: None` installs a tombstone (an
-    /// absent record), which `sweep_tombstones` removes afterwards. The
-    /// caller pins the worker (once per block of records).
-    ///
-    /// `near` says where to start looking for the key's place (see
-    /// [`Near`]). New records are carved from `slabs`.
-    pub(crate) fn recover_put(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        tid: Tid,
-        value: Option<&[u8]>,
-        near: Near<'_, '_>,
-        slabs: &mut Slabs,
-    ) {
-        let shared = &*self.shared;
-        let (mut cursor, mut hint) = match near {
-            Near::Cursor(c) => (Some(c), None),
-            Near::Leaf(h) => (None, Some(h)),
-        };
-        let tree = match &cursor {
-            Some(c) => c.tree(),
-            None => &shared.table(t).expect("recovered table exists").tree,
-        };
-        debug_assert!(std::ptr::eq(
-            tree,
-            &shared.table(t).expect("recovered table exists").tree
-        ));
-        let word = match value {
-            Some(_) => tid.id().with(Tid::LATEST),
-            None => tid.id().with(Tid::LATEST | Tid::ABSENT),
-        };
-        let bytes = value.unwrap_or(&[]);
-        loop {
-            // SAFETY: pinned by the caller.
-            let mut pin = unsafe { ReadPin::new() };
-            // The cursor is used once: a retry looks the key up.
-            let look = if let Some(c) = cursor.take() {
-                let r = slabs.alloc(word, bytes);
-                match c.insert(key, r.as_ptr() as u64, &mut pin) {
-                    granary_index::Insert::Inserted(_) => break,
-                    granary_index::Insert::Exists { value } => {
-                        // SAFETY: never published.
-                        unsafe { Record::free(r) };
-                        Ok(value)
-                    }
-                }
-            } else {
-                let look = match hint.as_deref() {
-                    Some(&Some(h)) => tree.get_hinted(h, key, &pin),
-                    _ => tree.get(key, &pin),
-                };
-                if let Some(h) = hint.as_deref_mut() {
-                    *h = Some(look.leaf);
-                }
-                look.value.ok_or(look.leaf)
-            };
-            match look {
-                // Absent: into the leaf the lookup ended in, if it still
-                // covers the key and has room (no second descent).
-                Err(leaf) => {
-                    let r = slabs.alloc(word, bytes);
-                    match tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) {
-                        granary_index::Insert::Inserted(_) => break,
-                        // SAFETY: never published.
-                        granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
-                    }
-                }
-                Ok(p) => {
-                    // SAFETY: reachable while pinned.
-                    let rec = unsafe { &*(p as *const Record) };
-                    let old = rec.lock();
-                    if !old.is_latest() {
-                        rec.unlock(old);
-                        continue;
-                    }
-                    if old.id() >= tid.id() {
-                        rec.unlock(old);
-                        break;
-                    }
-                    if bytes.len() <= rec.capacity() {
-                        rec.store_value(bytes);
-                        rec.unlock(word);
-                    } else {
-                        let n = slabs.alloc(word, bytes);
-                        let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
-                        debug_assert!(swapped, "the locked record is the tree's");
-                        rec.unlock(old.without(Tid::LATEST));
-                        let label = shared.epochs.global();
-                        self.core
-                            .gc
-                            .tree
-                            .push_back((label, Garbage::record(NonNull::from(rec))));
-                    }
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Remove the tombstones recovery left in table `t`.
-    pub(crate) fn sweep_tombstones(&mut self, t: TableId) {
-        let shared = self.shared.clone();
-        let Ok(table) = shared.table(t) else { return };
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            self.pin();
-            let mut dead = Vec::new();
-            let mut last = None;
-            let mut seen = 0;
-            {
-                // SAFETY: pinned.
-                let pin = unsafe { ReadPin::new() };
-                let lo = match &from {
-                    Some(k) => std::ops::Bound::Excluded(&k[..]),
-                    None => std::ops::Bound::Unbounded,
-                };
-                table.tree.scan(
-                    lo,
-                    std::ops::Bound::Unbounded,
-                    false,
-                    &pin,
-                    |_, _| {},
-                    |k, v| {
-                        // SAFETY: reachable while pinned.
-                        let rec = unsafe { &*(v as *const Record) };
-                        let tid = rec.stable_tid();
-                        if tid.is_absent() && tid.is_latest() {
-                            dead.push((k.to_vec(), v, tid));
-                        }
-                        seen += 1;
-                        last = Some(k.to_vec());
-                        seen < 4096
-                    },
-                );
-            }
-            for (key, v, tid) in dead {
-                // SAFETY: v came from the tree; `unhook` re-checks it.
-                let rec = unsafe { NonNull::new_unchecked(v as *mut Record) };
-                unhook(
-                    &shared,
-                    &mut self.core.gc,
-                    Cleanup {
-                        label: 0,
-                        snapshot: false,
-                        table: t.0,
-                        key: key.into(),
-                        rec,
-                        tid,
-                    },
-                );
-            }
-            self.unpin();
-            if seen < 4096 {
-                return;
-            }
-            from = last;
-        }
-    }
 }

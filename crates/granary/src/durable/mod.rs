@@ -23,6 +23,7 @@ pub mod format;
 pub(crate) mod log;
 mod open;
 pub mod recover;
+mod replay;
 
 pub use checkpoint::CheckpointStats;
 pub use files::DELETING_SUFFIX;

@@ -1,6 +1,6 @@
 //! [`Database::open`]: a durable database in a directory (SiloR). It
-//! creates or recovers the directory (scan, replay into a new engine,
-//! tidy), then starts durability and the periodic checkpointer. At the
+//! creates or recovers the directory (`recover`'s scan, `replay` into a
+//! new engine, `recover`'s tidy), then starts durability and the periodic checkpointer. At the
 //! top of the engine: it drives everything below.
 
 use std::fs::{File, OpenOptions};
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::files::{fp, sync_dir};
 use super::log::{Durable, Start};
-use super::{checkpoint, crashsim, format, recover};
+use super::{checkpoint, crashsim, format, recover, replay};
 use crate::db::Database;
 use crate::error::Error;
 use crate::options::Options;
@@ -161,8 +161,8 @@ impl Database {
         for (_, name) in &info.tables {
             db.create_table(name)?;
         }
-        let recovered = recover::replay(
-            &db,
+        let recovered = replay::replay(
+            &db.shared,
             &mut info,
             options.recovery_threads,
             options.direct_io,
@@ -171,7 +171,7 @@ impl Database {
         {
             let mut w = db.worker()?;
             for &t in &recovered.tables_with_deletes {
-                w.sweep_tombstones(granary_api::TableId(t));
+                replay::sweep_tombstones(&mut w, granary_api::TableId(t));
             }
         }
         let tidied = recover::tidy(&info)?;
