@@ -93,7 +93,7 @@ impl Database {
     /// [`Error::InvalidOption`] on an in-memory database; storage errors
     /// (which also poison the database).
     pub fn checkpoint(&self) -> Result<crate::durable::checkpoint::CheckpointStats, Error> {
-        crate::durable::checkpoint::run(self)
+        crate::durable::checkpoint::run(&self.shared)
     }
 
     /// The persistent epoch e_p: every transaction of an epoch ≤ e_p is
@@ -210,15 +210,7 @@ impl Database {
 
     /// Every table, in creation order.
     pub fn tables(&self) -> Vec<(String, TableId)> {
-        let mut v: Vec<_> = self
-            .shared
-            .names
-            .lock()
-            .iter()
-            .map(|(n, t)| (n.clone(), *t))
-            .collect();
-        v.sort_by_key(|(_, t)| *t);
-        v
+        self.shared.tables()
     }
 
     /// A worker handle for the calling thread. Each thread that runs

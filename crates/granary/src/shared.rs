@@ -51,6 +51,18 @@ impl Shared {
             .and_then(|c| c.get())
             .ok_or_else(|| Error::UnknownTableId(t.0))
     }
+
+    /// Every table, in creation order.
+    pub fn tables(&self) -> Vec<(String, TableId)> {
+        let mut v: Vec<_> = self
+            .names
+            .lock()
+            .iter()
+            .map(|(n, t)| (n.clone(), *t))
+            .collect();
+        v.sort_by_key(|(_, t)| *t);
+        v
+    }
 }
 
 impl Tick for Shared {

@@ -199,7 +199,7 @@ impl Database {
             unreachable!("durability is set once, here");
         }
         if rebase {
-            checkpoint::run_with(&db, true)?;
+            checkpoint::run_with(&db.shared, true)?;
         }
         checkpoint::spawn_periodic(&db.shared).map_err(Error::Io)?;
         Ok(db)
