@@ -40,6 +40,7 @@ mod db;
 pub mod durable;
 mod epoch;
 mod gc;
+mod install;
 pub mod kv;
 mod options;
 mod pin;

@@ -1,11 +1,11 @@
 //! Per-thread worker handles: transaction sets, garbage lists, statistics.
 
 use granary_api::{Profile, Stats, TableId};
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
+use crate::install::{Locked, Unversioned};
 use crate::pin::{check_key, check_value, ReadPin, RetirePin};
 use crate::record::Record;
 use crate::session::{Session, SessionEnd};
@@ -345,26 +345,16 @@ impl Worker {
                 Some(p) => {
                     // SAFETY: reachable while pinned.
                     let rec = unsafe { &*(p as *const Record) };
-                    let old = rec.lock();
-                    if !old.is_latest() {
-                        rec.unlock(old);
+                    let Some(locked) = Locked::latest(rec) else {
                         continue;
-                    }
-                    let new = Tid(old.id().0 + Tid::SEQ_ONE).with(Tid::LATEST);
-                    if value.len() <= rec.capacity() {
-                        rec.store_value(value);
-                        rec.unlock(new);
-                    } else {
-                        let n = Record::alloc(new, value, 0, std::ptr::null_mut());
-                        let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
-                        debug_assert!(swapped, "the locked record is the tree's");
-                        rec.unlock(old.without(Tid::LATEST));
-                        let label = self.shared.epochs.global();
-                        self.core
-                            .gc
-                            .tree
-                            .push_back((label, Garbage::record(NonNull::from(rec))));
-                    }
+                    };
+                    // The next TID of the record's own sequence: no epoch
+                    // or commit protocol here.
+                    let word = Tid(locked.old().id().0 + Tid::SEQ_ONE).with(Tid::LATEST);
+                    let mut how = Unversioned::new(&mut self.core.gc, &shared.epochs, |w, v| {
+                        Record::alloc(w, v, 0, std::ptr::null_mut())
+                    });
+                    locked.install(|| (tree, key), word, value, &mut how, &mut pin);
                     return Ok(());
                 }
             }

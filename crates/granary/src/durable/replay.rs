@@ -24,7 +24,8 @@ use super::recover::{
     block_in, body_at, corrupt, header_at, scan_logs, DirInfo, LogFileInfo, RecoveryStats,
 };
 use crate::error::Error;
-use crate::gc::{Cleanup, Garbage};
+use crate::gc::Cleanup;
+use crate::install::{Locked, Unversioned};
 use crate::options::RecoveryMode;
 use crate::pin::ReadPin;
 use crate::record::{Record, Slabs};
@@ -586,29 +587,17 @@ pub(crate) fn put_recovered(
             Ok(p) => {
                 // SAFETY: reachable while pinned.
                 let rec = unsafe { &*(p as *const Record) };
-                let old = rec.lock();
-                if !old.is_latest() {
-                    rec.unlock(old);
+                let Some(locked) = Locked::latest(rec) else {
                     continue;
-                }
-                if old.id() >= tid.id() {
-                    rec.unlock(old);
+                };
+                if locked.old().id() >= tid.id() {
+                    // The table has this version or a newer one.
+                    locked.release();
                     break;
                 }
-                if bytes.len() <= rec.capacity() {
-                    rec.store_value(bytes);
-                    rec.unlock(word);
-                } else {
-                    let n = slabs.alloc(word, bytes);
-                    let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
-                    debug_assert!(swapped, "the locked record is the tree's");
-                    rec.unlock(old.without(Tid::LATEST));
-                    let label = shared.epochs.global();
-                    w.core
-                        .gc
-                        .tree
-                        .push_back((label, Garbage::record(NonNull::from(rec))));
-                }
+                let mut how =
+                    Unversioned::new(&mut w.core.gc, &shared.epochs, |t, v| slabs.alloc(t, v));
+                locked.install(|| (tree, key), word, bytes, &mut how, &mut pin);
                 break;
             }
         }
