@@ -872,7 +872,12 @@ impl<'w> Transaction<'w> {
             crosses,
         };
         let arena = &w.st.arena;
-        let range = |r: (u32, u32)| &arena[r.0 as usize..(r.0 + r.1) as usize];
+        // In `usize`, so the slice's length is `r.1` as far as the
+        // optimizer knows (no u32 wrap): the install's bounds checks fold.
+        let range = |r: (u32, u32)| {
+            let (s, n) = (r.0 as usize, r.1 as usize);
+            &arena[s..s + n]
+        };
         match we.value {
             Some(v) => {
                 // Only a record too small for the value needs its tree.
@@ -961,30 +966,50 @@ struct Phase3<'a> {
 }
 
 impl Phase3<'_> {
-    /// Copy the old version into new memory linked from the record, so the
-    /// tree keeps pointing at the same record (§4.9).
+    /// Keep the old version of `rec` for snapshots (§4.9). Passes the
+    /// fields on, not `self`, so the struct never has to be in memory.
+    #[inline]
     fn keep_old(&mut self, rec: &Record) {
         let old = self.old.without(Tid::LATEST);
-        rec.load_value(self.scratch);
-        let prev = rec.prev.load(Ordering::Relaxed);
-        let labels = (snap(self.e), self.shared.epochs.global());
-        let gc = &mut *self.gc;
-        let chunked = self
-            .pool
-            .alloc_version(old, self.scratch, prev, labels, |c, (s, t)| {
-                gc.snap.push_back((s, t, Garbage::Chunk(c)))
-            });
-        let copy = chunked.unwrap_or_else(|| {
-            let c = self.pool.alloc(old, self.scratch, 0, prev);
-            self.gc
-                .snap
-                .push_back((labels.0, labels.1, Garbage::record(c)));
-            c
-        });
-        // Release: a snapshot reader that sees the pointer (validated by
-        // the TID word) sees the copy's contents.
-        rec.prev.store(copy.as_ptr(), Ordering::Release);
+        keep_old(
+            rec,
+            old,
+            self.e,
+            self.shared,
+            self.pool,
+            self.gc,
+            self.scratch,
+        );
     }
+}
+
+/// Copy `rec`'s old version (word `old`) into new memory linked from the
+/// record, so the tree keeps pointing at the same record (§4.9); `e` is
+/// the epoch of the commit that supersedes it. `scratch` holds the value
+/// meanwhile.
+fn keep_old(
+    rec: &Record,
+    old: Tid,
+    e: u64,
+    shared: &Shared,
+    pool: &mut Pool,
+    gc: &mut GcLists,
+    scratch: &mut Vec<u8>,
+) {
+    rec.load_value(scratch);
+    let prev = rec.prev.load(Ordering::Relaxed);
+    let labels = (snap(e), shared.epochs.global());
+    let chunked = pool.alloc_version(old, scratch, prev, labels, |c, (s, t)| {
+        gc.snap.push_back((s, t, Garbage::Chunk(c)))
+    });
+    let copy = chunked.unwrap_or_else(|| {
+        let c = pool.alloc(old, scratch, 0, prev);
+        gc.snap.push_back((labels.0, labels.1, Garbage::record(c)));
+        c
+    });
+    // Release: a snapshot reader that sees the pointer (validated by the
+    // TID word) sees the copy's contents.
+    rec.prev.store(copy.as_ptr(), Ordering::Release);
 }
 
 impl Install for Phase3<'_> {
