@@ -40,8 +40,13 @@ mod db;
 pub mod durable;
 mod epoch;
 mod gc;
+mod install;
 pub mod kv;
+mod options;
+mod pin;
 mod record;
+mod session;
+mod shared;
 mod snapshot;
 mod sync;
 mod tid;
@@ -57,10 +62,12 @@ pub use granary_api::{
     MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 
-pub use db::{Database, Options, RecoveryMode, MAX_TABLES};
+pub use db::Database;
+pub use options::{Options, RecoveryMode};
+pub use session::Session;
+pub use shared::MAX_TABLES;
 pub use snapshot::Snapshot;
 pub use tid::{Tid, SNAPSHOT_K};
-pub use tx::Session;
 pub use txn::{KeyValue, Transaction};
 pub use worker::{CommitToken, Worker};
 

@@ -17,29 +17,33 @@
 
 use std::ops::Bound;
 
-use crate::db::Shared;
-use crate::db::TableId;
+use granary_api::TableId;
+
 use crate::error::Error;
+use crate::pin::{check_bounds, check_key, ReadPin};
 use crate::record::Record;
+use crate::shared::Shared;
 use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
-use crate::worker::{check_bounds, check_key, Core, ReadPin};
 
 /// A snapshot transaction in progress; see [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct Snapshot<'w> {
     shared: &'w Shared,
-    c: &'w mut Core,
+    /// The worker's snapshot epoch `se_w`.
+    se: u64,
+    /// Where reads copy values (the worker's read buffer).
+    buf: &'w mut Vec<u8>,
 }
 
 impl<'w> Snapshot<'w> {
-    pub(crate) fn new(shared: &'w Shared, c: &'w mut Core) -> Self {
-        Snapshot { shared, c }
+    pub(crate) fn new(shared: &'w Shared, se: u64, buf: &'w mut Vec<u8>) -> Self {
+        Snapshot { shared, se, buf }
     }
 
     /// The snapshot epoch this transaction reads at: it sees every
     /// transaction of an earlier epoch, and none of a later one.
     pub fn snapshot_epoch(&self) -> u64 {
-        self.c.snap_epoch
+        self.se
     }
 
     /// Read `key` as of the snapshot. The slice is valid until the next call.
@@ -54,11 +58,9 @@ impl<'w> Snapshot<'w> {
         let Some(p) = tree.get(key, &pin).value else {
             return Ok(None);
         };
-        let se = self.c.snap_epoch;
-        let buf = &mut self.c.st.buf;
         // SAFETY: reachable from the tree while pinned.
-        let found = unsafe { read_as_of(&*(p as *const Record), se, buf) };
-        Ok(found.then_some(&buf[..]))
+        let found = unsafe { read_as_of(&*(p as *const Record), self.se, self.buf) };
+        Ok(found.then_some(&self.buf[..]))
     }
 
     /// Visit up to `limit` keys of the snapshot within the bounds, in order
@@ -80,8 +82,7 @@ impl<'w> Snapshot<'w> {
             return Ok(());
         }
         let tree = &self.shared.table(t)?.tree;
-        let se = self.c.snap_epoch;
-        let buf = &mut self.c.st.buf;
+        let (se, buf) = (self.se, &mut *self.buf);
         // SAFETY: pinned for the whole snapshot transaction.
         let pin = unsafe { ReadPin::new() };
         let mut emitted = 0;

@@ -19,15 +19,16 @@ use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
 
-use granary_api::ticks;
+use granary_api::{ticks, Profile, TableId};
 
-use crate::db::{Shared, Table, TableId};
 use crate::error::{AbortReason, Error, TxError};
-use crate::gc::{Cleanup, Garbage};
-use crate::record::Record;
+use crate::gc::{Cleanup, Garbage, GcLists};
+use crate::install::{Install, Locked};
+use crate::pin::{check_bounds, check_key, check_value, ReadPin, RetirePin};
+use crate::record::{Pool, Record};
+use crate::shared::{Shared, Table};
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
-use crate::worker::{check_bounds, check_key, check_value, Core, ReadPin, RetirePin};
 
 /// An owned `(key, value)` pair, as returned by `scan_collect`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -286,6 +287,31 @@ impl TxState {
         }
         Ok(())
     }
+}
+
+/// A worker's mutable state, split from its `shared` handle so a running
+/// transaction can borrow both without reference-count traffic. Owned by
+/// its [`Worker`](crate::Worker); defined here, with the transaction that
+/// runs on it.
+#[derive(Default)]
+pub(crate) struct Core {
+    pub st: TxState,
+    pub gc: GcLists,
+    /// The TID of this worker's last commit (Silo §4.2 rule b).
+    pub last_tid: Tid,
+    pub epoch: u64,
+    pub snap_epoch: u64,
+    pub pool: Pool,
+    /// The reclamation bounds at the last collection.
+    pub gc_seen: (u64, u64),
+    /// This worker's epoch slot (also its log slot).
+    pub slot: usize,
+    /// The epoch that must be durable before the last committed
+    /// transaction may be acknowledged (durable databases only).
+    pub durable_need: u64,
+    /// Cost breakdown collection (off unless asked for).
+    pub profiling: bool,
+    pub prof: Profile,
 }
 
 enum Found {
@@ -824,6 +850,7 @@ impl<'w> Transaction<'w> {
     /// Phase 3 for one record: write it (keeping the old version for
     /// snapshots if the write crosses a snapshot epoch, §4.9) and release
     /// its lock with the new TID word.
+    #[inline]
     fn install(&mut self, i: usize, commit: Tid, e: u64) {
         let shared = self.shared;
         let w: &mut Core = &mut *self.c;
@@ -835,85 +862,43 @@ impl<'w> Transaction<'w> {
             && snap(old.epoch()) != snap(e)
             && !(old.is_absent() && rec.prev.load(Ordering::Relaxed).is_null())
             && shared.epochs.copying(e);
-        let keep_old = |w: &mut Core, rec: &Record| {
-            // Copy the old version into new memory linked from the record,
-            // so the tree keeps pointing at the same record (§4.9).
-            rec.load_value(&mut w.st.scratch);
-            let prev = rec.prev.load(Ordering::Relaxed);
-            let labels = (snap(e), shared.epochs.global());
-            let gc = &mut w.gc;
-            let chunked = w.pool.alloc_version(
-                old.without(Tid::LATEST),
-                &w.st.scratch,
-                prev,
-                labels,
-                |c, (s, t)| gc.snap.push_back((s, t, Garbage::Chunk(c))),
-            );
-            let copy = chunked.unwrap_or_else(|| {
-                let c = w
-                    .pool
-                    .alloc(old.without(Tid::LATEST), &w.st.scratch, 0, prev);
-                w.gc.snap
-                    .push_back((labels.0, labels.1, Garbage::record(c)));
-                c
-            });
-            // Release: a snapshot reader that sees the pointer (validated by
-            // the TID word) sees the copy's contents.
-            rec.prev.store(copy.as_ptr(), Ordering::Release);
+        let mut how = Phase3 {
+            shared,
+            pool: &mut w.pool,
+            gc: &mut w.gc,
+            scratch: &mut w.st.scratch,
+            old,
+            e,
+            crosses,
+        };
+        let arena = &w.st.arena;
+        // In `usize`, so the slice's length is `r.1` as far as the
+        // optimizer knows (no u32 wrap): the install's bounds checks fold.
+        let range = |r: (u32, u32)| {
+            let (s, n) = (r.0 as usize, r.1 as usize);
+            &arena[s..s + n]
         };
         match we.value {
             Some(v) => {
-                let new_word = commit.with(Tid::LATEST);
-                let (s, n) = (v.0 as usize, v.1 as usize);
-                if n <= rec.capacity() {
-                    if crosses {
-                        keep_old(w, rec);
-                    }
-                    rec.store_value(&w.st.arena[s..s + n]);
-                    rec.unlock(new_word);
-                } else {
-                    // Too big to overwrite: a new record replaces this one in
-                    // the tree (§4.5); the old one stays reachable for
-                    // snapshots through `prev` if needed.
-                    let prev = if crosses {
-                        we.rec as *mut Record
-                    } else {
-                        rec.prev.load(Ordering::Relaxed)
-                    };
-                    let new = w.pool.alloc(new_word, &w.st.arena[s..s + n], 0, prev);
-                    let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
-                    // SAFETY: pinned.
-                    let mut pin = unsafe { ReadPin::new() };
-                    let swapped = shared.table(we.table).expect("table").tree.replace(
-                        &w.st.arena[ks..ks + kn],
-                        we.rec as u64,
-                        new.as_ptr() as u64,
-                        &mut pin,
-                    );
-                    debug_assert!(swapped, "a locked record is its key's tree entry");
-                    rec.unlock(old.without(Tid::LATEST));
-                    let g = Garbage::record(NonNull::from(rec));
-                    let label = shared.epochs.global();
-                    if crosses {
-                        w.gc.snap.push_back((snap(e), label, g));
-                    } else {
-                        w.gc.tree.push_back((label, g));
-                    }
-                }
+                // Only a record too small for the value needs its tree.
+                let place = || (&shared.table(we.table).expect("table").tree, range(we.key));
+                // SAFETY: pinned.
+                let mut pin = unsafe { ReadPin::new() };
+                let word = commit.with(Tid::LATEST);
+                Locked::new(rec, old).install(place, word, range(v), &mut how, &mut pin);
             }
             None => {
                 if crosses {
-                    keep_old(w, rec);
+                    how.keep_old(rec);
                 }
                 let new_word = commit.with(Tid::LATEST | Tid::ABSENT);
                 rec.unlock(new_word);
                 // Unhook from the tree once no snapshot can need it (§4.9).
-                let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
                 w.gc.cleanup.push_back(Cleanup {
                     label: if shared.options.snapshots { snap(e) } else { e },
                     snapshot: shared.options.snapshots,
                     table: we.table.0,
-                    key: w.st.arena[ks..ks + kn].into(),
+                    key: range(we.key).into(),
                     rec: NonNull::from(rec),
                     tid: new_word,
                 });
@@ -961,6 +946,102 @@ impl<'w> Transaction<'w> {
                 .push_back((label, Garbage::record(NonNull::from(rec))));
         }
         self.c.st.clear_writes();
+    }
+}
+
+/// How Phase 3 installs a version (§4.4): a write that crosses a snapshot
+/// epoch keeps the old version for snapshot transactions (§4.9).
+struct Phase3<'a> {
+    shared: &'a Shared,
+    pool: &'a mut Pool,
+    gc: &'a mut GcLists,
+    scratch: &'a mut Vec<u8>,
+    /// The record's TID word before Phase 1 locked it.
+    old: Tid,
+    /// The commit's epoch.
+    e: u64,
+    /// Whether the write crosses a snapshot epoch that snapshot
+    /// transactions may read (old versions are being kept).
+    crosses: bool,
+}
+
+impl Phase3<'_> {
+    /// Keep the old version of `rec` for snapshots (§4.9). Passes the
+    /// fields on, not `self`, so the struct never has to be in memory.
+    #[inline]
+    fn keep_old(&mut self, rec: &Record) {
+        let old = self.old.without(Tid::LATEST);
+        keep_old(
+            rec,
+            old,
+            self.e,
+            self.shared,
+            self.pool,
+            self.gc,
+            self.scratch,
+        );
+    }
+}
+
+/// Copy `rec`'s old version (word `old`) into new memory linked from the
+/// record, so the tree keeps pointing at the same record (§4.9); `e` is
+/// the epoch of the commit that supersedes it. `scratch` holds the value
+/// meanwhile.
+fn keep_old(
+    rec: &Record,
+    old: Tid,
+    e: u64,
+    shared: &Shared,
+    pool: &mut Pool,
+    gc: &mut GcLists,
+    scratch: &mut Vec<u8>,
+) {
+    rec.load_value(scratch);
+    let prev = rec.prev.load(Ordering::Relaxed);
+    let labels = (snap(e), shared.epochs.global());
+    let chunked = pool.alloc_version(old, scratch, prev, labels, |c, (s, t)| {
+        gc.snap.push_back((s, t, Garbage::Chunk(c)))
+    });
+    let copy = chunked.unwrap_or_else(|| {
+        let c = pool.alloc(old, scratch, 0, prev);
+        gc.snap.push_back((labels.0, labels.1, Garbage::record(c)));
+        c
+    });
+    // Release: a snapshot reader that sees the pointer (validated by the
+    // TID word) sees the copy's contents.
+    rec.prev.store(copy.as_ptr(), Ordering::Release);
+}
+
+impl Install for Phase3<'_> {
+    /// Too big to overwrite: a new record replaces this one in the tree
+    /// (§4.5); the old one stays reachable for snapshots through `prev` if
+    /// needed.
+    #[inline]
+    fn replacement(&mut self, rec: &Record, word: Tid, value: &[u8]) -> NonNull<Record> {
+        let prev = if self.crosses {
+            rec as *const Record as *mut Record
+        } else {
+            rec.prev.load(Ordering::Relaxed)
+        };
+        self.pool.alloc(word, value, 0, prev)
+    }
+
+    #[inline]
+    fn overwriting(&mut self, rec: &Record) {
+        if self.crosses {
+            self.keep_old(rec);
+        }
+    }
+
+    #[inline]
+    fn retire(&mut self, rec: NonNull<Record>) {
+        let g = Garbage::record(rec);
+        let label = self.shared.epochs.global();
+        if self.crosses {
+            self.gc.snap.push_back((snap(self.e), label, g));
+        } else {
+            self.gc.tree.push_back((label, g));
+        }
     }
 }
 

@@ -1,59 +1,19 @@
 //! Per-thread worker handles: transaction sets, garbage lists, statistics.
 
-use granary_api::{Profile, Stats};
-use std::ptr::NonNull;
+use granary_api::{Profile, Stats, TableId};
 use std::sync::Arc;
 
-use granary_index::{Cursor, Guard, LeafRef, Retired};
-
-use crate::db::{Shared, TableId, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use crate::epoch::Epochs;
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
-use crate::record::{Record, Slabs};
+use crate::install::{Locked, Unversioned};
+use crate::pin::{check_key, check_value, ReadPin, RetirePin};
+use crate::record::Record;
+use crate::session::{Session, SessionEnd};
+use crate::shared::{Owner, Shared};
 use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
-use crate::tx::{Session, SessionEnd};
-use crate::txn::{Transaction, TxState};
-
-/// Guard for tree operations that never retire memory (lookups, scans,
-/// inserts). Only created while the worker is pinned.
-pub(crate) struct ReadPin(());
-
-impl ReadPin {
-    /// # Safety
-    /// The calling worker is pinned for the guard's whole life.
-    pub(crate) unsafe fn new() -> ReadPin {
-        ReadPin(())
-    }
-}
-
-// SAFETY: created only while pinned (see `new`); never asked to retire
-// (reads and inserts unlink nothing) and would leak, not free, if it were.
-unsafe impl Guard for ReadPin {
-    fn retire(&mut self, garbage: Retired) {
-        let _ = garbage; // leaked: `Retired` frees nothing unless reclaimed
-    }
-}
-
-/// Guard for tree removals: retired keys join the worker's tree list,
-/// labelled with the current global epoch.
-pub(crate) struct RetirePin<'a> {
-    pub gc: &'a mut GcLists,
-    pub epochs: &'a Epochs,
-}
-
-// SAFETY: retired memory is freed only by `GcLists::collect` once
-// `tree_safe` passes its label: every worker pinned when it was unlinked has
-// unpinned (see `epoch` module docs).
-unsafe impl Guard for RetirePin<'_> {
-    fn retire(&mut self, garbage: Retired) {
-        self.gc
-            .tree
-            .push_back((self.epochs.global(), Garbage::Key(garbage)));
-    }
-}
+use crate::txn::{Core, Transaction};
 
 /// Identifies a committed transaction's durability requirement; see
 /// [`Worker::commit_token`].
@@ -69,34 +29,11 @@ pub struct CommitToken {
 pub struct Worker {
     pub(crate) shared: Arc<Shared>,
     /// Keeps a durable database open (`None` for granary's own workers).
-    _owner: Option<Arc<crate::db::Owner>>,
+    _owner: Option<Arc<Owner>>,
     slot: usize,
     pub(crate) core: Core,
     stats: Stats,
     rng: u64,
-}
-
-/// A worker's mutable state, split from its `shared` handle so a running
-/// transaction can borrow both without reference-count traffic.
-#[derive(Default)]
-pub(crate) struct Core {
-    pub st: TxState,
-    pub gc: GcLists,
-    /// The TID of this worker's last commit (Silo §4.2 rule b).
-    pub last_tid: Tid,
-    pub epoch: u64,
-    pub snap_epoch: u64,
-    pub pool: crate::record::Pool,
-    /// The reclamation bounds at the last collection.
-    pub gc_seen: (u64, u64),
-    /// This worker's epoch slot (also its log slot).
-    pub slot: usize,
-    /// The epoch that must be durable before the last committed
-    /// transaction may be acknowledged (durable databases only).
-    pub durable_need: u64,
-    /// Cost breakdown collection (off unless asked for).
-    pub profiling: bool,
-    pub prof: Profile,
 }
 
 // SAFETY: the raw pointers a worker holds (transaction sets, garbage,
@@ -115,10 +52,7 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        owner: Option<Arc<crate::db::Owner>>,
-    ) -> Result<Worker, Error> {
+    pub(crate) fn new(shared: Arc<Shared>, owner: Option<Arc<Owner>>) -> Result<Worker, Error> {
         let slot = shared.epochs.register().ok_or(Error::TooManyWorkers {
             max: shared.options.max_workers,
         })?;
@@ -326,7 +260,8 @@ impl Worker {
             self.unpin();
             std::thread::sleep(self.shared.options.epoch_interval);
         }
-        let r = body(&mut Snapshot::new(&self.shared, &mut self.core));
+        let (se, buf) = (self.core.snap_epoch, &mut self.core.st.buf);
+        let r = body(&mut Snapshot::new(&self.shared, se, buf));
         self.unpin();
         if let (Ok(_), Some(d)) = (&r, self.shared.durable.get()) {
             // It saw exactly the epochs before its snapshot epoch.
@@ -410,26 +345,16 @@ impl Worker {
                 Some(p) => {
                     // SAFETY: reachable while pinned.
                     let rec = unsafe { &*(p as *const Record) };
-                    let old = rec.lock();
-                    if !old.is_latest() {
-                        rec.unlock(old);
+                    let Some(locked) = Locked::latest(rec) else {
                         continue;
-                    }
-                    let new = Tid(old.id().0 + Tid::SEQ_ONE).with(Tid::LATEST);
-                    if value.len() <= rec.capacity() {
-                        rec.store_value(value);
-                        rec.unlock(new);
-                    } else {
-                        let n = Record::alloc(new, value, 0, std::ptr::null_mut());
-                        let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
-                        debug_assert!(swapped, "the locked record is the tree's");
-                        rec.unlock(old.without(Tid::LATEST));
-                        let label = self.shared.epochs.global();
-                        self.core
-                            .gc
-                            .tree
-                            .push_back((label, Garbage::record(NonNull::from(rec))));
-                    }
+                    };
+                    // The next TID of the record's own sequence: no epoch
+                    // or commit protocol here.
+                    let word = Tid(locked.old().id().0 + Tid::SEQ_ONE).with(Tid::LATEST);
+                    let mut how = Unversioned::new(&mut self.core.gc, &shared.epochs, |w, v| {
+                        Record::alloc(w, v, 0, std::ptr::null_mut())
+                    });
+                    locked.install(|| (tree, key), word, value, &mut how, &mut pin);
                     return Ok(());
                 }
             }
@@ -521,43 +446,8 @@ impl Drop for Worker {
     }
 }
 
-#[inline]
-pub(crate) fn check_key(key: &[u8]) -> Result<(), Error> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_BYTES,
-        });
-    }
-    Ok(())
-}
-
-/// Check the keys of a scan's bounds.
-pub(crate) fn check_bounds(
-    lo: std::ops::Bound<&[u8]>,
-    hi: std::ops::Bound<&[u8]>,
-) -> Result<(), Error> {
-    for b in [lo, hi] {
-        if let std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) = b {
-            check_key(k)?;
-        }
-    }
-    Ok(())
-}
-
-#[inline]
-pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
-    if v.len() > MAX_VALUE_BYTES {
-        return Err(Error::ValueTooLarge {
-            len: v.len(),
-            max: MAX_VALUE_BYTES,
-        });
-    }
-    Ok(())
-}
-
 /// Unhook a deleted record whose snapshot readers are gone (§4.9).
-fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
+pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     let Ok(table) = shared.table(TableId(c.table)) else {
         return;
     };
@@ -585,184 +475,4 @@ fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     rec.unlock(t.without(Tid::LATEST));
     let label = shared.epochs.global();
     gc.tree.push_back((label, Garbage::record(c.rec)));
-}
-
-/// Where [`Worker::recover_put`] starts looking for a key's place.
-pub(crate) enum Near<'a, 't> {
-    /// A checkpoint's keys: each expected to be new, inserted through the
-    /// cursor (on the table's tree) straight away. A file holds each
-    /// table's keys in ascending runs, so most inserts need no descent
-    /// (SiloR §5.1).
-    Cursor(&'a mut Cursor<'t>),
-    /// A log's keys: looked up first (a key already present costs no
-    /// allocation), starting from the leaf the table's previous lookup
-    /// ended in, which this then holds. A transaction's writes to one
-    /// table often come in runs of neighbouring keys (an order's lines),
-    /// so nearly half of a TPC-C log's writes skip the descent.
-    Leaf(&'a mut Option<LeafRef>),
-}
-
-// Recovery (SiloR §5): install logged and checkpointed versions directly.
-impl Worker {
-    /// Install a recovered version of `key` unless the table already holds
-    /// a newer one (SiloR §5.2: the newest TID wins, so files may be
-    /// replayed in any order). `value: None` installs a tombstone (an
-    /// absent record), which `sweep_tombstones` removes afterwards. The
-    /// caller pins the worker (once per block of records).
-    ///
-    /// `near` says where to start looking for the key's place (see
-    /// [`Near`]). New records are carved from `slabs`.
-    pub(crate) fn recover_put(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        tid: Tid,
-        value: Option<&[u8]>,
-        near: Near<'_, '_>,
-        slabs: &mut Slabs,
-    ) {
-        let shared = &*self.shared;
-        let (mut cursor, mut hint) = match near {
-            Near::Cursor(c) => (Some(c), None),
-            Near::Leaf(h) => (None, Some(h)),
-        };
-        let tree = match &cursor {
-            Some(c) => c.tree(),
-            None => &shared.table(t).expect("recovered table exists").tree,
-        };
-        debug_assert!(std::ptr::eq(
-            tree,
-            &shared.table(t).expect("recovered table exists").tree
-        ));
-        let word = match value {
-            Some(_) => tid.id().with(Tid::LATEST),
-            None => tid.id().with(Tid::LATEST | Tid::ABSENT),
-        };
-        let bytes = value.unwrap_or(&[]);
-        loop {
-            // SAFETY: pinned by the caller.
-            let mut pin = unsafe { ReadPin::new() };
-            // The cursor is used once: a retry looks the key up.
-            let look = if let Some(c) = cursor.take() {
-                let r = slabs.alloc(word, bytes);
-                match c.insert(key, r.as_ptr() as u64, &mut pin) {
-                    granary_index::Insert::Inserted(_) => break,
-                    granary_index::Insert::Exists { value } => {
-                        // SAFETY: never published.
-                        unsafe { Record::free(r) };
-                        Ok(value)
-                    }
-                }
-            } else {
-                let look = match hint.as_deref() {
-                    Some(&Some(h)) => tree.get_hinted(h, key, &pin),
-                    _ => tree.get(key, &pin),
-                };
-                if let Some(h) = hint.as_deref_mut() {
-                    *h = Some(look.leaf);
-                }
-                look.value.ok_or(look.leaf)
-            };
-            match look {
-                // Absent: into the leaf the lookup ended in, if it still
-                // covers the key and has room (no second descent).
-                Err(leaf) => {
-                    let r = slabs.alloc(word, bytes);
-                    match tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) {
-                        granary_index::Insert::Inserted(_) => break,
-                        // SAFETY: never published.
-                        granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
-                    }
-                }
-                Ok(p) => {
-                    // SAFETY: reachable while pinned.
-                    let rec = unsafe { &*(p as *const Record) };
-                    let old = rec.lock();
-                    if !old.is_latest() {
-                        rec.unlock(old);
-                        continue;
-                    }
-                    if old.id() >= tid.id() {
-                        rec.unlock(old);
-                        break;
-                    }
-                    if bytes.len() <= rec.capacity() {
-                        rec.store_value(bytes);
-                        rec.unlock(word);
-                    } else {
-                        let n = slabs.alloc(word, bytes);
-                        let swapped = tree.replace(key, p, n.as_ptr() as u64, &mut pin);
-                        debug_assert!(swapped, "the locked record is the tree's");
-                        rec.unlock(old.without(Tid::LATEST));
-                        let label = shared.epochs.global();
-                        self.core
-                            .gc
-                            .tree
-                            .push_back((label, Garbage::record(NonNull::from(rec))));
-                    }
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Remove the tombstones recovery left in table `t`.
-    pub(crate) fn sweep_tombstones(&mut self, t: TableId) {
-        let shared = self.shared.clone();
-        let Ok(table) = shared.table(t) else { return };
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            self.pin();
-            let mut dead = Vec::new();
-            let mut last = None;
-            let mut seen = 0;
-            {
-                // SAFETY: pinned.
-                let pin = unsafe { ReadPin::new() };
-                let lo = match &from {
-                    Some(k) => std::ops::Bound::Excluded(&k[..]),
-                    None => std::ops::Bound::Unbounded,
-                };
-                table.tree.scan(
-                    lo,
-                    std::ops::Bound::Unbounded,
-                    false,
-                    &pin,
-                    |_, _| {},
-                    |k, v| {
-                        // SAFETY: reachable while pinned.
-                        let rec = unsafe { &*(v as *const Record) };
-                        let tid = rec.stable_tid();
-                        if tid.is_absent() && tid.is_latest() {
-                            dead.push((k.to_vec(), v, tid));
-                        }
-                        seen += 1;
-                        last = Some(k.to_vec());
-                        seen < 4096
-                    },
-                );
-            }
-            for (key, v, tid) in dead {
-                // SAFETY: v came from the tree; `unhook` re-checks it.
-                let rec = unsafe { NonNull::new_unchecked(v as *mut Record) };
-                unhook(
-                    &shared,
-                    &mut self.core.gc,
-                    Cleanup {
-                        label: 0,
-                        snapshot: false,
-                        table: t.0,
-                        key: key.into(),
-                        rec,
-                        tid,
-                    },
-                );
-            }
-            self.unpin();
-            if seen < 4096 {
-                return;
-            }
-            from = last;
-        }
-    }
 }

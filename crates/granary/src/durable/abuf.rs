@@ -23,6 +23,14 @@ unsafe impl Send for AlignedBuf {}
 // SAFETY: `&AlignedBuf` only gives out `&[u8]`.
 unsafe impl Sync for AlignedBuf {}
 
+// Log and checkpoint records are appended straight into aligned buffers.
+impl format::Sink for AlignedBuf {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
 /// `n` rounded up to a multiple of [`IO_ALIGN`].
 pub(crate) fn round_up(n: usize) -> usize {
     n.div_ceil(IO_ALIGN) * IO_ALIGN

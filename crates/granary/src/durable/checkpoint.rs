@@ -15,22 +15,21 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use granary_api::TableId;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
-use super::format::{self, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
-use super::log::Ledger;
-use super::remove_paced;
-use super::{crashsim, fp, sync_dir};
-use crate::db::{Database, Options, Shared, TableId};
+use super::crashsim;
+use super::files::{fp, remove_paced, sync_dir};
+use super::format::{self, Ledger, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use crate::error::Error;
+use crate::pin::ReadPin;
 use crate::record::Record;
-use crate::worker::{ReadPin, Worker};
+use crate::shared::Shared;
+use crate::worker::Worker;
 
 /// fsync a checkpoint file after this many bytes (SiloR §4.2).
 const SYNC_EVERY: u64 = 32 << 20;
@@ -55,50 +54,6 @@ pub struct CheckpointStats {
     pub millis: u64,
 }
 
-pub(crate) struct State {
-    pub threads: usize,
-    pub files_per_thread: usize,
-    pub interval: Option<Duration>,
-    pub last: Mutex<Option<Manifest>>,
-    /// One checkpoint at a time.
-    running: Mutex<()>,
-    stop: AtomicBool,
-    periodic: Mutex<Option<JoinHandle<()>>>,
-    pub completed: AtomicU64,
-}
-
-impl State {
-    pub fn new(last: Option<Manifest>, o: &Options) -> State {
-        State {
-            threads: o.checkpoint_threads.max(1),
-            files_per_thread: o.checkpoint_files_per_thread.max(1),
-            interval: o.checkpoint_interval,
-            last: Mutex::new(last),
-            running: Mutex::new(()),
-            stop: AtomicBool::new(false),
-            periodic: Mutex::new(None),
-            completed: AtomicU64::new(0),
-        }
-    }
-
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
-    }
-
-    pub fn join(&self) {
-        let h = self.periodic.lock().take();
-        if let Some(h) = h {
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
-        }
-    }
-
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
-    }
-}
-
 /// Start the periodic checkpointer, if an interval is configured.
 pub(crate) fn spawn_periodic(shared: &Arc<Shared>) -> io::Result<()> {
     let d = shared.durable.get().expect("durable");
@@ -120,12 +75,9 @@ pub(crate) fn spawn_periodic(shared: &Arc<Shared>) -> io::Result<()> {
                 if Instant::now() < next {
                     continue;
                 }
-                // An internal handle: it does not keep the database open.
-                let db = Database {
-                    shared: s,
-                    owner: None,
-                };
-                if let Err(e) = run(&db) {
+                // Its workers hold no `Owner`: it does not keep the
+                // database open.
+                if let Err(e) = run(&s) {
                     if !d.checkpoints.stopped() {
                         d.poison(format!("checkpoint: {e}"));
                     }
@@ -140,8 +92,8 @@ pub(crate) fn spawn_periodic(shared: &Arc<Shared>) -> io::Result<()> {
 
 /// Take a checkpoint now (waits for a running one to finish first). A
 /// storage failure poisons the database, as in logging.
-pub(crate) fn run(db: &Database) -> Result<CheckpointStats, Error> {
-    run_with(db, false)
+pub(crate) fn run(shared: &Arc<Shared>) -> Result<CheckpointStats, Error> {
+    run_with(shared, false)
 }
 
 /// As [`run`]. With `rebase` (recovery's checkpoint after a salvage or of
@@ -151,23 +103,23 @@ pub(crate) fn run(db: &Database) -> Result<CheckpointStats, Error> {
 /// a missing file held was lost or salvaged already. Otherwise a missing
 /// generation stops the lows from rising past it, so the next recovery
 /// reports it.
-pub(crate) fn run_with(db: &Database, rebase: bool) -> Result<CheckpointStats, Error> {
-    let r = run_once(db, rebase);
-    if let (Err(e @ Error::Storage { .. }), Some(d)) = (&r, db.shared.durable.get()) {
+pub(crate) fn run_with(shared: &Arc<Shared>, rebase: bool) -> Result<CheckpointStats, Error> {
+    let r = run_once(shared, rebase);
+    if let (Err(e @ Error::Storage { .. }), Some(d)) = (&r, shared.durable.get()) {
         d.poison(format!("checkpoint: {e}"));
     }
     r
 }
 
-fn run_once(db: &Database, rebase: bool) -> Result<CheckpointStats, Error> {
-    let d = db.shared.durable.get().ok_or_else(|| {
+fn run_once(shared: &Arc<Shared>, rebase: bool) -> Result<CheckpointStats, Error> {
+    let d = shared.durable.get().ok_or_else(|| {
         Error::InvalidOption("checkpoint() needs a durable database (Database::open)".into())
     })?;
     let st = &d.checkpoints;
     let _one = st.running.lock();
     d.check()?;
     let started = Instant::now();
-    let epochs = &db.shared.epochs;
+    let epochs = &shared.epochs;
     // e_l, and wait until no commit can land below it.
     let low = epochs.global();
     while epochs.safe().0 < low {
@@ -187,13 +139,13 @@ fn run_once(db: &Database, rebase: bool) -> Result<CheckpointStats, Error> {
     crashsim::made_dir(&dir);
     sync_dir(&d.dir).map_err(|e| io("sync", &d.dir, e))?;
 
-    let tables = db.tables();
+    let tables = shared.tables();
     let n = st.threads;
     let m = st.files_per_thread;
     // Slice boundaries per table, from a sample of its keys.
     let mut slices: Vec<(TableId, Vec<Vec<u8>>)> = Vec::new();
     {
-        let mut w = db.worker()?;
+        let mut w = Worker::new(shared.clone(), None)?;
         for (_, t) in &tables {
             slices.push((*t, boundaries(&mut w, *t, n)));
         }
@@ -203,7 +155,7 @@ fn run_once(db: &Database, rebase: bool) -> Result<CheckpointStats, Error> {
             .map(|i| {
                 let slices = &slices;
                 let dir = &dir;
-                s.spawn(move || write_slice(db, i, m, dir, slices, low))
+                s.spawn(move || write_slice(shared, i, m, dir, slices, low))
             })
             .collect();
         hs.into_iter()
@@ -450,15 +402,15 @@ fn each_chunk(
 /// Checkpointer thread `i`: its slice of every table, into files
 /// `part.<i·m + j>`. Returns per file (bytes, blocks, records).
 fn write_slice(
-    db: &Database,
+    shared: &Arc<Shared>,
     i: usize,
     m: usize,
     dir: &Path,
     slices: &[(TableId, Vec<Vec<u8>>)],
     low: u64,
 ) -> Result<Vec<FileStats>, Error> {
-    let d = db.shared.durable.get().expect("durable");
-    let mut w = db.worker()?;
+    let d = shared.durable.get().expect("durable");
+    let mut w = Worker::new(shared.clone(), None)?;
     let paths: Vec<PathBuf> = (0..m)
         .map(|j| dir.join(format::ckpt_part_name(i * m + j)))
         .collect();

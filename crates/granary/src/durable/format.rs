@@ -186,13 +186,6 @@ impl Sink for Vec<u8> {
     }
 }
 
-impl Sink for super::abuf::AlignedBuf {
-    #[inline]
-    fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-}
-
 /// One write of a logged transaction.
 #[derive(Debug, PartialEq, Eq)]
 pub struct LogWrite<'a> {
@@ -604,6 +597,26 @@ impl Pepoch {
             (Some(a), Some(c)) => Some(if a.seq >= c.seq { a } else { c }),
             (a, c) => a.or(c),
         }
+    }
+}
+
+/// What recovery must find besides the log positions, recorded in every
+/// pepoch write (see [`Pepoch`]). A checkpoint changes it (and has it
+/// written) before it deletes anything it supersedes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ledger {
+    /// e_l of the checkpoint the durable state needs; 0: none.
+    pub checkpoint: u64,
+    /// Per logger: the oldest log file generation recovery needs.
+    pub lows: Vec<u64>,
+    /// Entries in `voids`.
+    pub voids: u32,
+}
+
+impl Ledger {
+    /// Logger `k`'s oldest needed generation, if known.
+    pub fn low(&self, k: usize) -> Option<u64> {
+        self.lows.get(k).copied().filter(|&l| l != LOW_UNKNOWN)
     }
 }
 

@@ -1,5 +1,13 @@
 //! SiloR's logging (§3.1–§3.5): per-worker log buffers, logger threads,
-//! and the persistent epoch.
+//! and the persistent epoch; and [`Durable`], the durability state of an
+//! open database, which the engine holds.
+//!
+//! `Durable` is defined here, not in `durable/mod.rs`, because the logger
+//! threads and the workers' appends use it as a whole, and it is mostly
+//! their state: with it anywhere else, this module and that one would
+//! import each other. Its other parts come from below ([`Checkpoints`],
+//! the checkpointer's state, is here too; `RecoveryStats` is `recover`'s);
+//! what drives the engine (the checkpointer, replay, open) is above it.
 //!
 //! * A committing worker appends its transaction (TID, and the table, key
 //!   and new value or delete marker of each write) to its current buffer
@@ -30,7 +38,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
@@ -38,11 +46,326 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
+use super::crashsim;
+use super::files::{fp, sync_dir, write_end};
 use super::format::{
-    self, LogEnd, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
+    self, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
 };
-use super::{crashsim, fp, sync_dir, Durable};
+use super::recover::RecoveryStats;
 use crate::epoch::Epochs;
+use crate::error::Error;
+use crate::options::Options;
+
+/// Shared durability state of one open database: the loggers' and the
+/// checkpointer's, the table catalog, and what recovery found.
+pub(crate) struct Durable {
+    pub dir: PathBuf,
+    pub epochs: Arc<Epochs>,
+    pub epoch_interval: Duration,
+    pub buffer_bytes: usize,
+    pub buffers_per_worker: usize,
+    /// Open log and checkpoint files with `O_DIRECT` where supported.
+    pub direct_io: bool,
+    pub wait: bool,
+    pub slots: Box<[SlotLog]>,
+    pub loggers: Box<[LoggerShared]>,
+    /// The published persistent epoch: commits of epochs ≤ it are durable.
+    pub pepoch: AtomicU64,
+    pub pepoch_lock: Mutex<()>,
+    pub pepoch_changed: Condvar,
+    pub pepoch_writer: Mutex<PepochWriter>,
+    /// What recovery must find, written with every pepoch.
+    pub ledger: Mutex<Ledger>,
+    poisoned: AtomicBool,
+    poison_cause: Mutex<Option<String>>,
+    pub stopping: AtomicBool,
+    pub counters: LogCounters,
+    pub catalog: Mutex<File>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub checkpoints: Checkpoints,
+    pub recovered: RecoveryStats,
+}
+
+/// Parameters for starting durability on a recovered directory.
+pub(crate) struct Start {
+    pub dir: PathBuf,
+    pub epochs: Arc<Epochs>,
+    pub options: Options,
+    pub pepoch: u64,
+    pub pepoch_seq: u64,
+    /// Per logger: the next log file generation.
+    pub generations: Vec<u64>,
+    /// What recovery must find, as recovery left it.
+    pub ledger: Ledger,
+    pub checkpoint: Option<Manifest>,
+    pub recovered: RecoveryStats,
+}
+
+impl Durable {
+    pub(crate) fn start(s: Start) -> Result<Arc<Durable>, Error> {
+        let o = &s.options;
+        let io = |what: &str, e: io::Error| Error::storage(what, &s.dir, e);
+        let catalog = OpenOptions::new()
+            .append(true)
+            .open(s.dir.join(format::CATALOG_FILE))
+            .map_err(|e| io("open the table catalog", e))?;
+        let writer = PepochWriter::open(&s.dir.join(format::PEPOCH_FILE), s.pepoch_seq)
+            .map_err(|e| io("open pepoch", e))?;
+        let start = Position {
+            epoch: s.pepoch,
+            generation: 0,
+            len: 0,
+        };
+        let d = Arc::new(Durable {
+            dir: s.dir.clone(),
+            epochs: s.epochs,
+            epoch_interval: o.epoch_interval,
+            buffer_bytes: o.log_buffer_bytes,
+            buffers_per_worker: o.log_buffers_per_worker,
+            direct_io: o.direct_io,
+            wait: o.wait_for_durable,
+            slots: (0..o.max_workers).map(|_| SlotLog::new()).collect(),
+            loggers: (0..o.loggers).map(|_| LoggerShared::new(start)).collect(),
+            pepoch: AtomicU64::new(s.pepoch),
+            pepoch_lock: Mutex::new(()),
+            pepoch_changed: Condvar::new(),
+            pepoch_writer: Mutex::new(writer),
+            ledger: Mutex::new(s.ledger),
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
+            stopping: AtomicBool::new(false),
+            counters: LogCounters::default(),
+            catalog: Mutex::new(catalog),
+            threads: Mutex::new(Vec::new()),
+            checkpoints: Checkpoints::new(s.checkpoint, o),
+            recovered: s.recovered,
+        });
+        let starts: Vec<LoggerStart> = s
+            .generations
+            .iter()
+            .enumerate()
+            .map(|(i, g)| LoggerStart {
+                index: i,
+                dir: format::logger_dir(&s.dir, i),
+                generation: *g,
+            })
+            .collect();
+        let mut files = Vec::new();
+        for st in &starts {
+            files.push(create(&d, st).map_err(|e| io("create a log file", e))?);
+        }
+        // From here on a failure must stop the loggers already started:
+        // nothing may keep running (and writing) after open returns Err.
+        let fail = |what: &str, e: io::Error| {
+            let err = io(what, e);
+            d.poison(err.to_string());
+            d.shutdown();
+            err
+        };
+        for (st, f) in starts.into_iter().zip(files) {
+            match spawn(d.clone(), st, f) {
+                Ok(h) => d.threads.lock().push(h),
+                Err(e) => return Err(fail("start a logger", e)),
+            }
+        }
+        // Record the new files' positions before anything is logged, so
+        // recovery never mistakes them for tails of older generations.
+        if let Err(e) = d.publish_pepoch() {
+            return Err(fail("write pepoch", e));
+        }
+        Ok(d)
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Stop acknowledging anything, for good.
+    pub fn poison(&self, cause: String) {
+        let mut c = self.poison_cause.lock();
+        if c.is_none() {
+            *c = Some(cause);
+        }
+        self.poisoned.store(true, Ordering::Release);
+        drop(c);
+        let _g = self.pepoch_lock.lock();
+        self.pepoch_changed.notify_all();
+    }
+
+    pub fn poison_error(&self) -> Error {
+        Error::Poisoned(
+            self.poison_cause
+                .lock()
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
+        )
+    }
+
+    /// `Err` once poisoned.
+    #[inline]
+    pub fn check(&self) -> Result<(), Error> {
+        if self.is_poisoned() {
+            return Err(self.poison_error());
+        }
+        Ok(())
+    }
+
+    /// Block until every transaction of epoch ≤ `e` is durable.
+    pub fn wait_durable(&self, e: u64) -> Result<(), Error> {
+        if self.pepoch.load(Ordering::Acquire) >= e {
+            // Durable before any failure: still durable.
+            return Ok(());
+        }
+        let mut g = self.pepoch_lock.lock();
+        loop {
+            self.check()?;
+            if self.pepoch.load(Ordering::Acquire) >= e {
+                return Ok(());
+            }
+            if self.stopping.load(Ordering::Acquire) {
+                return Err(Error::Poisoned("the database is shutting down".into()));
+            }
+            self.pepoch_changed.wait_for(&mut g, self.epoch_interval);
+        }
+    }
+
+    /// Wake the loggers (after an epoch tick).
+    pub fn on_tick(&self) {
+        for l in self.loggers.iter() {
+            l.wake();
+        }
+    }
+
+    /// Append a table to the catalog, durably.
+    pub fn add_table(&self, id: u32, name: &str) -> Result<(), Error> {
+        self.check()?;
+        let mut c = self.catalog.lock();
+        let path = self.dir.join(format::CATALOG_FILE);
+        let entry = format::encode_catalog_entry(id, name);
+        let at = crashsim::append_at(&c);
+        let r = fp("catalog-write")
+            .and_then(|()| c.write_all(&entry))
+            .map(|()| crashsim::wrote(&path, at, &entry))
+            .and_then(|()| fp("catalog-fsync"))
+            .and_then(|()| c.sync_data())
+            .map(|()| crashsim::synced(&path));
+        r.map_err(|e| {
+            let err = Error::storage("append to the table catalog", &self.dir, e);
+            self.poison(err.to_string());
+            err
+        })
+    }
+
+    /// Flush everything and stop the loggers (the database is closing: no
+    /// worker is left, and the caller advanced the epochs past every
+    /// commit).
+    pub fn shutdown(&self) {
+        self.checkpoints.stop();
+        self.stopping.store(true, Ordering::Release);
+        self.on_tick();
+        let me = std::thread::current().id();
+        let hs: Vec<_> = self.threads.lock().drain(..).collect();
+        for h in hs {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+        if !self.is_poisoned() {
+            if let Err(e) = self.publish_pepoch() {
+                self.poison(format!("final pepoch: {e}"));
+            }
+        }
+        self.checkpoints.join();
+    }
+
+    /// Logging counters: (bytes, blocks, syncs, waits for a free buffer).
+    pub fn counters(&self) -> (u64, u64, u64, u64) {
+        let c = &self.counters;
+        (
+            c.bytes.load(Ordering::Relaxed),
+            c.blocks.load(Ordering::Relaxed),
+            c.syncs.load(Ordering::Relaxed),
+            c.buffer_waits.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Logging, checkpoint and recovery figures of a durable database.
+#[derive(Clone, Debug, Default)]
+pub struct DurabilityStats {
+    /// The persistent epoch e_p.
+    pub pepoch: u64,
+    pub log_bytes: u64,
+    pub log_blocks: u64,
+    pub log_syncs: u64,
+    /// Times a worker waited for a free log buffer (backpressure).
+    pub buffer_waits: u64,
+    pub checkpoints: u64,
+    /// What opening the directory recovered.
+    pub recovery: RecoveryStats,
+}
+
+impl Durable {
+    pub fn stats(&self) -> DurabilityStats {
+        let (log_bytes, log_blocks, log_syncs, buffer_waits) = self.counters();
+        DurabilityStats {
+            pepoch: self.pepoch.load(Ordering::Acquire),
+            log_bytes,
+            log_blocks,
+            log_syncs,
+            buffer_waits,
+            checkpoints: self.checkpoints.completed.load(Ordering::Relaxed),
+            recovery: self.recovered.clone(),
+        }
+    }
+}
+
+/// The checkpointer's state (the checkpointer itself, `checkpoint`, walks
+/// the engine's trees, so it sits above the engine; this is the part the
+/// engine's [`Durable`] holds).
+pub(crate) struct Checkpoints {
+    pub threads: usize,
+    pub files_per_thread: usize,
+    pub interval: Option<Duration>,
+    pub last: Mutex<Option<Manifest>>,
+    /// One checkpoint at a time.
+    pub running: Mutex<()>,
+    stop: AtomicBool,
+    pub periodic: Mutex<Option<JoinHandle<()>>>,
+    pub completed: AtomicU64,
+}
+
+impl Checkpoints {
+    pub fn new(last: Option<Manifest>, o: &Options) -> Checkpoints {
+        Checkpoints {
+            threads: o.checkpoint_threads.max(1),
+            files_per_thread: o.checkpoint_files_per_thread.max(1),
+            interval: o.checkpoint_interval,
+            last: Mutex::new(last),
+            running: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            periodic: Mutex::new(None),
+            completed: AtomicU64::new(0),
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    pub fn join(&self) {
+        let h = self.periodic.lock().take();
+        if let Some(h) = h {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
 
 /// Epochs per log file before it is renamed (SiloR §3.5).
 pub const ROTATE_EPOCHS: u64 = 100;
@@ -309,31 +632,6 @@ impl LogFile {
     }
 }
 
-/// Write end record `end` at `at` (an [`IO_ALIGN`] multiple, the end of
-/// the file's blocks) of `file` (at `path`), padded as a block, and sync
-/// the file. Returns the file's new length. The file may be open with
-/// `O_DIRECT`.
-pub(crate) fn write_end(file: &File, path: &Path, at: u64, end: &LogEnd) -> io::Result<u64> {
-    use std::os::unix::fs::FileExt;
-    let mut b = AlignedBuf::with_capacity(IO_ALIGN);
-    b.resize_zeroed(BLOCK_HEADER);
-    b.extend_from_slice(&end.payload());
-    seal_block(
-        &mut b,
-        BLOCK_MAGIC_END,
-        end.durable_epoch,
-        end.logger,
-        end.blocks,
-    );
-    fp("log-end-write")?;
-    file.write_all_at(b.as_slice(), at)?;
-    crashsim::wrote(path, at, b.as_slice());
-    fp("log-end-fsync")?;
-    file.sync_data()?;
-    crashsim::synced(path);
-    Ok(at + b.len() as u64)
-}
-
 pub(crate) struct LoggerStart {
     pub index: usize,
     pub dir: PathBuf,
@@ -519,29 +817,6 @@ impl Durable {
         let _g = self.pepoch_lock.lock();
         self.pepoch_changed.notify_all();
         Ok(())
-    }
-}
-
-/// What recovery must find besides the log positions, recorded in every
-/// pepoch write (see `format::Pepoch`). A checkpoint changes it (and has it
-/// written) before it deletes anything it supersedes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Ledger {
-    /// e_l of the checkpoint the durable state needs; 0: none.
-    pub checkpoint: u64,
-    /// Per logger: the oldest log file generation recovery needs.
-    pub lows: Vec<u64>,
-    /// Entries in `voids`.
-    pub voids: u32,
-}
-
-impl Ledger {
-    /// Logger `k`'s oldest needed generation, if known.
-    pub fn low(&self, k: usize) -> Option<u64> {
-        self.lows
-            .get(k)
-            .copied()
-            .filter(|&l| l != format::LOW_UNKNOWN)
     }
 }
 

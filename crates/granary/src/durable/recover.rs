@@ -27,35 +27,30 @@
 //!   one), and for each logger every log file generation from its `low`
 //!   to its durable generation g, each closed (v03) one ending with its
 //!   end record. Whatever is gone is a [`Problem`]; in the default
-//!   [`RecoveryMode::Strict`] the first one is the error
-//!   ([`Error::Missing`], or [`Error::Corrupt`] for damaged bytes), and
-//!   `granary inspect` lists them all. [`RecoveryMode::Salvage`] instead
+//!   [`RecoveryMode::Strict`](crate::RecoveryMode::Strict) the first one
+//!   is the error ([`Error::Missing`], or [`Error::Corrupt`] for damaged
+//!   bytes), and `granary inspect` lists them all.
+//!   [`RecoveryMode::Salvage`](crate::RecoveryMode::Salvage) instead
 //!   replays the longest prefix every logger still holds completely.
-//! * Replay applies checkpoint records, then log records with
+//! * Replay (`replay`) applies checkpoint records, then log records with
 //!   e_l ≤ epoch ≤ e_p, newest TID winning; the result is the state at the
-//!   end of epoch e_p.
+//!   end of epoch e_p. This module decides what is replayed; `replay`
+//!   loads it into the engine; `tidy` then leaves the directory ready
+//!   for new logs.
 
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
-use super::abuf::{open_aligned, AlignedBuf};
-use super::ahead::{Ahead, Window};
+use super::ahead::Window;
+use super::crashsim;
+use super::files::{fp, sync_dir, write_end, DELETING_SUFFIX};
 use super::format::{
-    self, BlockHeader, BlockRead, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_CKPT,
-    BLOCK_MAGIC_END, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN, LOG_FILE_HEADER,
+    self, BlockHeader, BlockRead, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END,
+    BLOCK_MAGIC_LOG, CURRENT_LOG, LOG_FILE_HEADER,
 };
-use super::log::Ledger;
-use super::{crashsim, fp, sync_dir, DELETING_SUFFIX};
-use crate::db::{Database, RecoveryMode, Shared, TableId};
 use crate::error::Error;
-use crate::record::Slabs;
-use crate::tid::Tid;
-use crate::worker::Near;
-use granary_index::{Cursor, LeafRef};
 
 /// One log file, as found on disk.
 #[derive(Clone, Debug)]
@@ -91,8 +86,9 @@ pub struct LogFileInfo {
 }
 
 /// Something the durable state needs that recovery found gone or damaged.
-/// In [`RecoveryMode::Strict`] the first one fails the open, as
-/// [`Problem::to_error`]; `granary inspect` lists them all.
+/// In [`RecoveryMode::Strict`](crate::RecoveryMode::Strict) the first one
+/// fails the open, as [`Problem::to_error`]; `granary inspect` lists them
+/// all.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// The file, or the directory a missing file belongs in.
@@ -137,7 +133,8 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// What a [`RecoveryMode::Salvage`] recovery kept and lost.
+/// What a [`RecoveryMode::Salvage`](crate::RecoveryMode::Salvage)
+/// recovery kept and lost.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SalvageReport {
     /// The state recovered is the durable state as of the end of this
@@ -196,7 +193,7 @@ impl DirInfo {
     }
 }
 
-fn corrupt(path: &Path, offset: u64, what: impl Into<String>) -> Error {
+pub(crate) fn corrupt(path: &Path, offset: u64, what: impl Into<String>) -> Error {
     Error::Corrupt {
         path: path.to_path_buf(),
         offset,
@@ -351,7 +348,7 @@ type LogScan = (Vec<LogFileInfo>, Option<u64>, Vec<Problem>);
 
 /// The log files of every logger of `meta` (from [`scan_meta`]), the
 /// `stale_max` they give, and what is gone or damaged in them.
-fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<LogScan, Error> {
+pub(crate) fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<LogScan, Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let (dir, pepoch, voids) = (&meta.dir, &meta.pepoch, &meta.voids);
     let mut logs = Vec::new();
@@ -445,7 +442,7 @@ struct Place {
 /// Read and check the header of the block at `at`, which must end by
 /// `limit` and have one of `magics`. The outer error is I/O; the inner one
 /// names the damage.
-fn header_at(
+pub(crate) fn header_at(
     f: &File,
     at: u64,
     limit: u64,
@@ -467,7 +464,7 @@ fn header_at(
 
 /// Read the body of the block at `at` (whose header is `h`) into `buf`
 /// and check it against the header's checksum.
-fn body_at<'b>(
+pub(crate) fn body_at<'b>(
     f: &File,
     at: u64,
     h: &BlockHeader,
@@ -488,7 +485,11 @@ fn body_at<'b>(
 /// The block at `at`, checked as by [`header_at`] and [`body_at`], if
 /// read-ahead window `w` holds it (a window holds only whole blocks, so
 /// one that starts in it ends in it).
-fn block_in(w: &Window, at: u64, magic: u32) -> Option<Result<(BlockHeader, &[u8]), &'static str>> {
+pub(crate) fn block_in(
+    w: &Window,
+    at: u64,
+    magic: u32,
+) -> Option<Result<(BlockHeader, &[u8]), &'static str>> {
     let off = usize::try_from(at.checked_sub(w.at)?).ok()?;
     match format::read_block_checked(w.bytes(), off, magic, true) {
         BlockRead::Block(h, body) => Some(Ok((h, body))),
@@ -717,7 +718,8 @@ pub struct RecoveryStats {
     pub threads: usize,
     /// Tables a replayed log record deleted from (swept of tombstones).
     pub tables_with_deletes: Vec<u32>,
-    /// [`RecoveryMode::Salvage`] found damage: what it kept and lost.
+    /// [`RecoveryMode::Salvage`](crate::RecoveryMode::Salvage) found
+    /// damage: what it kept and lost.
     pub salvage: Option<SalvageReport>,
 }
 
@@ -726,13 +728,13 @@ impl DirInfo {
     /// header): those of epoch e_l ≤ e ≤ e_p that are not void, newest
     /// epoch first (SiloR §5.2: most keys' final versions then arrive
     /// first, and older ones are skipped without being copied).
-    fn replay_blocks(&self) -> Vec<(usize, u64, BlockHeader)> {
+    pub(crate) fn replay_blocks(&self) -> Vec<(usize, u64, BlockHeader)> {
         self.replay_blocks_of(&self.logs)
     }
 
     /// As [`DirInfo::replay_blocks`], for log files `logs` (which this
     /// `DirInfo` from [`scan_meta`] does not hold yet).
-    fn replay_blocks_of(&self, logs: &[LogFileInfo]) -> Vec<(usize, u64, BlockHeader)> {
+    pub(crate) fn replay_blocks_of(&self, logs: &[LogFileInfo]) -> Vec<(usize, u64, BlockHeader)> {
         let low = self.checkpoint().map_or(0, |(_, m)| m.low);
         let ep = self.replay_to;
         let mut v: Vec<(usize, u64, BlockHeader)> = logs
@@ -774,118 +776,6 @@ impl DirInfo {
         }
         out
     }
-}
-
-/// Log blocks a replay thread asks the kernel to read ahead of the one it
-/// takes (each at most a log buffer, 512 KB by default).
-const LOG_LOOKAHEAD: usize = 4;
-
-/// Load the directory `info` describes into `db` (whose tables exist, in
-/// catalog order) with `threads` threads, reading checkpoint files with
-/// `O_DIRECT` where the file system allows it if `direct`.
-///
-/// `info` comes from [`scan_meta`]: its log files are scanned here, by one
-/// more thread while the checkpoint loads (the scan waits on the disk for
-/// one block header after another, and needs nothing the load makes),
-/// and filled in before the logs are replayed. A damaged log is reported
-/// before a damaged checkpoint, as when the scan came first. Nothing on
-/// disk changes here: a problem fails a strict recovery before [`tidy`].
-/// A salvage reads every block body in the scan, and replays only through
-/// the epoch [`DirInfo::plan_salvage`] finds.
-pub(crate) fn replay(
-    db: &Database,
-    info: &mut DirInfo,
-    threads: usize,
-    direct: bool,
-    mode: RecoveryMode,
-) -> Result<RecoveryStats, Error> {
-    let salvage = mode == RecoveryMode::Salvage;
-    let threads = threads.max(1);
-    let mut stats = RecoveryStats {
-        pepoch: info.pepoch.epoch,
-        threads,
-        ..RecoveryStats::default()
-    };
-    // Tests can replay the log before loading the checkpoint, to show the
-    // order does not matter (newest TID wins, SiloR §5.2).
-    #[cfg(test)]
-    let log_first = tests::LOG_FIRST.with(std::cell::Cell::get);
-    #[cfg(not(test))]
-    let log_first = false;
-    let t0 = std::time::Instant::now();
-    let (scanned, loaded) = std::thread::scope(|s| {
-        let meta = &*info;
-        let scan = s.spawn(move || {
-            let scanned = scan_logs(meta, salvage)?;
-            // Have the first blocks replay takes on their way by then.
-            for &b in meta.replay_blocks_of(&scanned.0).iter().take(LOG_LOOKAHEAD) {
-                advise_block(&[], &scanned.0, b);
-            }
-            Ok::<_, Error>(scanned)
-        });
-        let loaded = if log_first {
-            Ok(None)
-        } else {
-            load_checkpoint(db, meta, threads, direct)
-        };
-        let scanned = scan
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (scanned, loaded)
-    });
-    let problems;
-    (info.logs, info.stale_max, problems) = scanned?;
-    info.problems.extend(problems);
-    if salvage {
-        info.plan_salvage()?;
-    } else if let Some(p) = info.problems.first() {
-        return Err(p.to_error());
-    }
-    let mut loaded = loaded?;
-    stats.checkpoint_seconds = t0.elapsed().as_secs_f64();
-    let t1 = std::time::Instant::now();
-    let blocks = info.replay_blocks();
-    // Which tables replayed a delete, so only they are swept of tombstones
-    // (checkpoints hold no absent records).
-    let deleted: Vec<AtomicBool> = info.tables.iter().map(|_| AtomicBool::new(false)).collect();
-    // Blocks go newest epoch first, so mostly backwards through a file,
-    // where the kernel's own readahead does not help: each thread asks for
-    // the next few blocks as it takes one.
-    let advised = AtomicUsize::new(LOG_LOOKAHEAD);
-    let (bytes, applied) = parallel(db, threads, blocks.len(), |w, scratch, j| {
-        let want = (j + 1 + LOG_LOOKAHEAD).min(blocks.len());
-        let from = advised.fetch_max(want, Ordering::Relaxed).max(j + 1);
-        for &b in blocks.get(from..want).unwrap_or(&[]) {
-            advise_block(&scratch.files, &info.logs, b);
-        }
-        let (i, at, h) = blocks[j];
-        let block = Block {
-            path: &info.logs[i].path,
-            file: i,
-            at,
-            h: &h,
-        };
-        replay_block(w, &block, scratch, &deleted)
-    })?;
-    stats.tables_with_deletes = deleted
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.load(Ordering::Relaxed))
-        .map(|(t, _)| t as u32)
-        .collect();
-    stats.log_bytes = bytes;
-    stats.log_records_applied = applied;
-    stats.log_seconds = t1.elapsed().as_secs_f64();
-    if log_first {
-        loaded = load_checkpoint(db, info, threads, direct)?;
-    }
-    if let Some((low, bytes, records)) = loaded {
-        stats.checkpoint_low = Some(low);
-        stats.checkpoint_bytes = bytes;
-        stats.checkpoint_records = records;
-    }
-    stats.salvage = info.salvage.clone();
-    Ok(stats)
 }
 
 impl DirInfo {
@@ -983,359 +873,6 @@ impl DirInfo {
     }
 }
 
-/// Load the checkpoint `info` names, if any, with `threads` threads;
-/// returns its e_l, bytes and records.
-fn load_checkpoint(
-    db: &Database,
-    info: &DirInfo,
-    threads: usize,
-    direct: bool,
-) -> Result<Option<(u64, u64, u64)>, Error> {
-    let Some((path, m)) = info.checkpoint() else {
-        return Ok(None);
-    };
-    let parts: Vec<PathBuf> = (0..m.files.len())
-        .map(|i| path.join(format::ckpt_part_name(i)))
-        .collect();
-    let (bytes, records) = parallel(db, threads, parts.len(), |w, scratch, i| {
-        load_part(w, &parts[i], m.files[i], m.align, direct, scratch)
-    })?;
-    Ok(Some((m.low, bytes, records)))
-}
-
-/// A recovery thread's own state: open log files (by index into the
-/// scan's), a read buffer, read-ahead windows between checkpoint files,
-/// the slabs its records are carved from, and, by table, the leaf its
-/// last log write went to (see [`Near::Leaf`]).
-#[derive(Default)]
-struct Scratch {
-    files: Vec<Option<File>>,
-    buf: Vec<u8>,
-    windows: Vec<AlignedBuf>,
-    slabs: Slabs,
-    hints: Vec<Option<LeafRef>>,
-}
-
-/// Run `f(worker, scratch, i)` for every `i < n` on `threads` threads,
-/// each with its own worker and [`Scratch`]; sums the `(bytes, records)`
-/// they return.
-fn parallel(
-    db: &Database,
-    threads: usize,
-    n: usize,
-    f: impl Fn(&mut crate::Worker, &mut Scratch, usize) -> Result<(u64, u64), Error> + Sync,
-) -> Result<(u64, u64), Error> {
-    let next = AtomicUsize::new(0);
-    let first_err: Mutex<Option<Error>> = Mutex::new(None);
-    let totals = Mutex::new((0u64, 0u64));
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(n) {
-            s.spawn(|| {
-                let mut w = match db.worker() {
-                    Ok(w) => w,
-                    Err(e) => {
-                        first_err.lock().expect("lock").get_or_insert(e);
-                        return;
-                    }
-                };
-                let mut scratch = Scratch::default();
-                let mut sum = (0, 0);
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n || first_err.lock().expect("lock").is_some() {
-                        break;
-                    }
-                    match f(&mut w, &mut scratch, i) {
-                        Ok((b, r)) => {
-                            sum.0 += b;
-                            sum.1 += r;
-                        }
-                        Err(e) => {
-                            first_err.lock().expect("lock").get_or_insert(e);
-                            break;
-                        }
-                    }
-                }
-                let mut t = totals.lock().expect("lock");
-                t.0 += sum.0;
-                t.1 += sum.1;
-            });
-        }
-    });
-    if let Some(e) = first_err.into_inner().expect("lock") {
-        return Err(e);
-    }
-    Ok(totals.into_inner().expect("lock"))
-}
-
-fn unknown_table(path: &Path, at: u64, t: u32) -> Error {
-    corrupt(path, at, format!("record for unknown table {t}"))
-}
-
-fn table_id(path: &Path, at: u64, t: u32, w: &crate::Worker) -> Result<TableId, Error> {
-    let id = TableId(t);
-    w.shared
-        .table(id)
-        .map(|_| id)
-        .map_err(|_| unknown_table(path, at, t))
-}
-
-/// Table `t`'s insert cursor, made on first use; `None` if there is no
-/// such table.
-fn cursor_for<'c, 's>(
-    cursors: &'c mut Vec<Option<Cursor<'s>>>,
-    shared: &'s Shared,
-    t: u32,
-) -> Option<&'c mut Cursor<'s>> {
-    let i = t as usize;
-    if cursors.get(i).is_none_or(Option::is_none) {
-        let tree = &shared.table(TableId(t)).ok()?.tree;
-        if cursors.len() <= i {
-            cursors.resize_with(i + 1, || None);
-        }
-        cursors[i] = Some(tree.cursor());
-    }
-    cursors[i].as_mut()
-}
-
-/// Load one checkpoint file, block by block through `buf`.
-fn load_part(
-    w: &mut crate::Worker,
-    path: &Path,
-    expect: (u64, u64, u64),
-    align: u32,
-    direct: bool,
-    scratch: &mut Scratch,
-) -> Result<(u64, u64), Error> {
-    let Scratch {
-        buf,
-        slabs,
-        windows,
-        ..
-    } = scratch;
-    let io = |what: &str, e: io::Error| Error::storage(what, path, e);
-    fp("recover-read").map_err(|e| io("read", e))?;
-    let f = File::open(path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => Error::Missing {
-            path: path.to_path_buf(),
-            what: "a part file of the checkpoint recovery uses is gone".into(),
-        },
-        _ => io("open", e),
-    })?;
-    let size = f.metadata().map_err(|e| io("stat", e))?.len();
-    if size != expect.0 {
-        return Err(corrupt(
-            path,
-            size,
-            format!(
-                "checkpoint file is {size} bytes; its manifest says {}",
-                expect.0
-            ),
-        ));
-    }
-    // v02 files are read ahead in aligned windows (`ahead`), straight from
-    // the disk where `O_DIRECT` is allowed; v01 files block by block.
-    let aligned = if align as usize == IO_ALIGN && size % IO_ALIGN as u64 == 0 {
-        let o = fs::OpenOptions::new().read(true).clone();
-        Some(open_aligned(&o, path, direct).map_err(|e| io("open", e))?)
-    } else {
-        None
-    };
-    let mut at = 0u64;
-    let mut records = 0u64;
-    let mut blocks = 0u64;
-    // One insert cursor per table, kept across blocks: a file holds each
-    // table's keys in ascending runs (a checkpointer walks its key range of
-    // every table in order, SiloR §4.2), so most keys go into the leaf the
-    // previous one went into, or the next (SiloR §5.1's locality).
-    let shared = w.shared.clone();
-    let mut cursors: Vec<Option<Cursor<'_>>> = Vec::new();
-    std::thread::scope(|scope| {
-        let ahead = aligned
-            .as_ref()
-            .map(|a| Ahead::start(scope, a, size, BLOCK_MAGIC_CKPT, windows));
-        let mut window: Option<Window> = None;
-        while at < size {
-            if let Some(a) = &ahead {
-                // Move on to the window holding `at`, while the helper has
-                // one; once it has stopped, read block by block.
-                while window.as_ref().is_none_or(|wd| wd.done_by(at)) {
-                    if let Some(old) = window.take() {
-                        a.recycle(old);
-                    }
-                    match a.next() {
-                        Some(next) => window = Some(next),
-                        None => break,
-                    }
-                }
-            }
-            let found = window
-                .as_ref()
-                .and_then(|wd| block_in(wd, at, BLOCK_MAGIC_CKPT));
-            let (h, body) = match found {
-                Some(checked) => checked.map_err(|m| corrupt(path, at, m))?,
-                None => {
-                    let h = header_at(&f, at, size, &[BLOCK_MAGIC_CKPT])
-                        .map_err(|e| io("read", e))?
-                        .map_err(|m| corrupt(path, at, m))?;
-                    let body = body_at(&f, at, &h, buf)
-                        .map_err(|e| io("read", e))?
-                        .map_err(|m| corrupt(path, at, m))?;
-                    (h, body)
-                }
-            };
-            let mut bad = None;
-            let mut n = 0;
-            w.pin();
-            let decoded = format::decode_ckpt_payload(body, |t, k, tid, v| {
-                if bad.is_some() {
-                    return;
-                }
-                let Some(c) = cursor_for(&mut cursors, &shared, t) else {
-                    bad = Some(unknown_table(path, at, t));
-                    return;
-                };
-                // Checkpointed keys are new to the tree (each is in one
-                // file, once); were one not, `recover_put` keeps the newest
-                // TID.
-                w.recover_put(
-                    TableId(t),
-                    k,
-                    Tid(tid).id(),
-                    Some(v),
-                    Near::Cursor(c),
-                    slabs,
-                );
-                n += 1;
-            });
-            w.unpin();
-            decoded.map_err(|m| corrupt(path, at, m))?;
-            if let Some(e) = bad {
-                return Err(e);
-            }
-            if n != h.count {
-                return Err(corrupt(path, at, "block record count mismatch"));
-            }
-            records += u64::from(n);
-            blocks += 1;
-            // v02: zeros pad each block to `align`.
-            at = format::next_block(at + BLOCK_HEADER as u64 + u64::from(h.len), align);
-        }
-        if let Some(a) = ahead {
-            *windows = a.finish(window);
-        }
-        Ok(())
-    })?;
-    if (blocks, records) != (expect.1, expect.2) {
-        return Err(corrupt(
-            path,
-            0,
-            "checkpoint file holds fewer blocks or records than its manifest says",
-        ));
-    }
-    Ok((size, records))
-}
-
-/// A log block to replay: file `file` of the scan (at `path`), at offset
-/// `at`, whose header `h` the scan checked.
-struct Block<'a> {
-    path: &'a Path,
-    file: usize,
-    at: u64,
-    h: &'a BlockHeader,
-}
-
-/// Ask the kernel to start reading log block `(i, at, h)` into the page
-/// cache, through `files[i]` if open. A hint: an error here changes
-/// nothing but speed (and is met again, and reported, when the block is
-/// replayed).
-fn advise_block(
-    files: &[Option<File>],
-    logs: &[LogFileInfo],
-    (i, at, h): (usize, u64, BlockHeader),
-) {
-    use std::os::fd::AsRawFd;
-    let len = BLOCK_HEADER as u64 + u64::from(h.len);
-    let (Ok(at), Ok(len)) = (i64::try_from(at), i64::try_from(len)) else {
-        return;
-    };
-    let advise = |f: &File| {
-        // SAFETY: a plain syscall on an open descriptor.
-        let _ = unsafe { libc::posix_fadvise(f.as_raw_fd(), at, len, libc::POSIX_FADV_WILLNEED) };
-    };
-    match files.get(i) {
-        Some(Some(f)) => advise(f),
-        _ => {
-            if let Ok(f) = File::open(&logs[i].path) {
-                advise(&f);
-            }
-        }
-    }
-}
-
-/// Replay one log block; its body is read and checked here. Marks in
-/// `deleted` the tables it deletes from.
-fn replay_block(
-    w: &mut crate::Worker,
-    b: &Block<'_>,
-    scratch: &mut Scratch,
-    deleted: &[AtomicBool],
-) -> Result<(u64, u64), Error> {
-    let Scratch {
-        files,
-        buf,
-        slabs,
-        hints,
-        ..
-    } = scratch;
-    let (path, at, h) = (b.path, b.at, b.h);
-    let io = |what: &str, e: io::Error| Error::storage(what, path, e);
-    if files.len() <= b.file {
-        files.resize_with(b.file + 1, || None);
-    }
-    let f = match &mut files[b.file] {
-        Some(f) => f,
-        slot => {
-            fp("recover-read").map_err(|e| io("read", e))?;
-            slot.insert(File::open(path).map_err(|e| io("open", e))?)
-        }
-    };
-    let body = body_at(f, at, h, buf)
-        .map_err(|e| io("read", e))?
-        .map_err(|m| corrupt(path, at, format!("{m} inside the durable prefix")))?;
-    let mut bad = None;
-    let mut applied = 0u64;
-    w.pin();
-    let decoded = format::decode_log_payload(body, |tid, wr| {
-        if bad.is_some() {
-            return;
-        }
-        match table_id(path, at, wr.table, w) {
-            Ok(id) => {
-                if let (None, Some(d)) = (wr.value, deleted.get(wr.table as usize)) {
-                    d.store(true, Ordering::Relaxed);
-                }
-                if hints.len() <= id.0 as usize {
-                    hints.resize(id.0 as usize + 1, None);
-                }
-                let near = Near::Leaf(&mut hints[id.0 as usize]);
-                w.recover_put(id, wr.key, Tid(tid).id(), wr.value, near, slabs);
-            }
-            Err(e) => bad = Some(e),
-        }
-        applied += 1;
-    });
-    w.unpin();
-    let txns = decoded.map_err(|m| corrupt(path, at, m))?;
-    if let Some(e) = bad {
-        return Err(e);
-    }
-    if txns != h.count {
-        return Err(corrupt(path, at, "block transaction count mismatch"));
-    }
-    Ok((BLOCK_HEADER as u64 + u64::from(h.len), applied))
-}
-
 /// What [`tidy`] leaves for the loggers: each one's next generation, the
 /// first epoch new transactions may use, and the [`Ledger`] the first
 /// pepoch write records.
@@ -1423,8 +960,7 @@ pub(crate) fn tidy(info: &DirInfo) -> Result<Tidied, Error> {
                 .open(&f.path)
                 .map_err(|e| io("open", &f.path, e))?;
             fp("recover-end").map_err(|e| io("close", &f.path, e))?;
-            super::log::write_end(&file, &f.path, f.durable_len, &end)
-                .map_err(|e| io("close", &f.path, e))?;
+            write_end(&file, &f.path, f.durable_len, &end).map_err(|e| io("close", &f.path, e))?;
         }
         if current {
             // The new logger file takes this name: retire this one.
@@ -1545,95 +1081,5 @@ fn cut(path: &Path, len: u64) -> Result<(), Error> {
                 .map_err(|e| io("truncate", e))
         }
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cell::Cell;
-    use std::path::PathBuf;
-    use std::time::Duration;
-
-    use crate::{Database, Options};
-
-    thread_local! {
-        /// Recovery on this thread replays the log before it loads the
-        /// checkpoint.
-        pub(super) static LOG_FIRST: Cell<bool> = const { Cell::new(false) };
-    }
-
-    fn dump(db: &Database) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let t = db.open_table("t").unwrap();
-        let mut w = db.worker().unwrap();
-        w.run(|tx| {
-            tx.scan_collect(
-                t,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                usize::MAX,
-                false,
-            )
-        })
-        .unwrap()
-    }
-
-    /// The checkpoint and the log give the same state in either order
-    /// (what lets log blocks replay in any order and on any thread, SiloR
-    /// §5.2): a log delete of a checkpointed key leaves a tombstone that
-    /// the older checkpoint record, arriving later, does not revive; a
-    /// log update is not overwritten by it.
-    #[test]
-    fn log_before_checkpoint_recovers_the_same_state() {
-        let dir: PathBuf =
-            std::env::temp_dir().join(format!("granary-logfirst-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let o = Options::default()
-            .epoch_interval(Duration::from_millis(2))
-            .recovery_threads(1);
-        let before = {
-            let db = Database::open(&dir, o.clone().wait_for_durable(false)).unwrap();
-            let t = db.open_table("t").unwrap();
-            let mut w = db.worker().unwrap();
-            for i in 0u32..2000 {
-                w.run(|tx| tx.put(t, &i.to_be_bytes(), &[7; 40])).unwrap();
-            }
-            let e = db.epoch();
-            while db.epoch() < e + 2 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            assert_eq!(db.checkpoint().unwrap().records, 2000);
-            for i in 0u32..2500 {
-                w.run(|tx| match i % 4 {
-                    0 => tx.delete(t, &i.to_be_bytes()).map(|_| ()),
-                    1 => tx.put(t, &i.to_be_bytes(), b"short"),
-                    2 => tx.put(t, &i.to_be_bytes(), &[9; 100]),
-                    _ => Ok(()),
-                })
-                .unwrap();
-            }
-            db.wait_durable(w.commit_token()).unwrap();
-            dump(&db)
-        };
-        let in_order = dump(&Database::open(&dir, o.clone()).unwrap());
-        LOG_FIRST.with(|f| f.set(true));
-        let db = Database::open(&dir, o).unwrap();
-        LOG_FIRST.with(|f| f.set(false));
-        let s = db.durability_stats().unwrap().recovery;
-        assert!(
-            s.checkpoint_records == 2000 && s.log_records_applied > 0,
-            "{s:?}"
-        );
-        let log_first = dump(&db);
-        drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
-        for (order, got) in [("checkpoint first", &in_order), ("log first", &log_first)] {
-            let diff = got.iter().zip(&before).position(|(a, b)| a != b);
-            assert!(
-                got == &before,
-                "{order}: {} rows against {}, first difference at {diff:?}",
-                got.len(),
-                before.len()
-            );
-        }
     }
 }

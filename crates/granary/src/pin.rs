@@ -1,0 +1,87 @@
+//! Pins and argument checks: the lowest layer a transaction, a snapshot
+//! or a worker's maintenance shares.
+//!
+//! A worker *pins* its epoch in its epoch slot (`Epochs::pin`) around
+//! every transaction (Silo §4.8); while it is pinned, nothing it can reach
+//! through the trees is freed. The tree guards below are the index's view
+//! of a pin: they can only be made while the worker is pinned.
+
+use granary_api::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use granary_index::{Guard, Retired};
+
+use crate::epoch::Epochs;
+use crate::error::Error;
+use crate::gc::{Garbage, GcLists};
+
+/// Guard for tree operations that never retire memory (lookups, scans,
+/// inserts). Only created while the worker is pinned.
+pub(crate) struct ReadPin(());
+
+impl ReadPin {
+    /// # Safety
+    /// The calling worker is pinned for the guard's whole life.
+    pub(crate) unsafe fn new() -> ReadPin {
+        ReadPin(())
+    }
+}
+
+// SAFETY: created only while pinned (see `new`); never asked to retire
+// (reads and inserts unlink nothing) and would leak, not free, if it were.
+unsafe impl Guard for ReadPin {
+    fn retire(&mut self, garbage: Retired) {
+        let _ = garbage; // leaked: `Retired` frees nothing unless reclaimed
+    }
+}
+
+/// Guard for tree removals: retired keys join the worker's tree list,
+/// labelled with the current global epoch.
+pub(crate) struct RetirePin<'a> {
+    pub gc: &'a mut GcLists,
+    pub epochs: &'a Epochs,
+}
+
+// SAFETY: retired memory is freed only by `GcLists::collect` once
+// `tree_safe` passes its label: every worker pinned when it was unlinked has
+// unpinned (see `epoch` module docs).
+unsafe impl Guard for RetirePin<'_> {
+    fn retire(&mut self, garbage: Retired) {
+        self.gc
+            .tree
+            .push_back((self.epochs.global(), Garbage::Key(garbage)));
+    }
+}
+
+#[inline]
+pub(crate) fn check_key(key: &[u8]) -> Result<(), Error> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// Check the keys of a scan's bounds.
+pub(crate) fn check_bounds(
+    lo: std::ops::Bound<&[u8]>,
+    hi: std::ops::Bound<&[u8]>,
+) -> Result<(), Error> {
+    for b in [lo, hi] {
+        if let std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) = b {
+            check_key(k)?;
+        }
+    }
+    Ok(())
+}
+
+#[inline]
+pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
+    if v.len() > MAX_VALUE_BYTES {
+        return Err(Error::ValueTooLarge {
+            len: v.len(),
+            max: MAX_VALUE_BYTES,
+        });
+    }
+    Ok(())
+}
