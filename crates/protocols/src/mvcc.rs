@@ -904,13 +904,12 @@ impl<'r> Txn<'r> {
         for &(chain, seen) in &self.st.reads {
             // A read of this transaction's own write needs no validation
             // (and its version is invisible to `visible_ignoring_own`).
-            // SAFETY: our own versions live until we finish; pinned.
-            if seen != 0
-                && unsafe { &*(seen as *const Version) }
-                    .begin
-                    .load(Ordering::Acquire)
-                    == self.me
-            {
+            let own = seen != 0 && {
+                // SAFETY: a version we read is alive while we are pinned.
+                let v = unsafe { &*(seen as *const Version) };
+                v.begin.load(Ordering::Acquire) == self.me
+            };
+            if own {
                 continue;
             }
             // SAFETY: chains live as long as the database.

@@ -1,6 +1,6 @@
 //! Strict two-phase locking, the baseline of BOHM §4 and CCBench's `ss2pl`.
 //!
-//! Every row carries a reader-writer lock word ([`lock::RowLock`]). A
+//! Every row carries a reader-writer lock word (`lock::RowLock`). A
 //! transaction takes a shared lock to read a row and an exclusive one to
 //! write it, updates rows in place (keeping their old values in an undo
 //! buffer), and releases everything only after it has committed or rolled
