@@ -53,10 +53,15 @@ fn serializable<E: Engine>(name: &str, make: impl Fn() -> E) {
             "{name} {w}: {} committed, {} aborted",
             run.committed, run.aborted
         );
-        assert!(
-            run.aborted > 0 && report.aborted > 0,
-            "{name} {w} (seed {seed}): no attempt conflicted: not a contended run"
-        );
+        // write-skew's transactions are two reads and a write: under a
+        // lock-based design on 2 cores they can run 10k without meeting
+        // (it exists to provoke SI, below); the others must conflict.
+        if w != CheckWorkload::WriteSkew {
+            assert!(
+                run.aborted > 0 && report.aborted > 0,
+                "{name} {w} (seed {seed}): no attempt conflicted: not a contended run"
+            );
+        }
     }
 }
 
