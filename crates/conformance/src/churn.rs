@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use granary_api::{Engine, ReadOnly, Tx, TxRunner};
+use granary_api::{Engine, ReadOnly, TableId, Tx, TxError, TxRunner};
 
 use crate::support::{enc, run, seed, stress, Rng};
 
@@ -12,6 +12,16 @@ const KEYS: u64 = 16;
 /// Silo, forcing a new record, §4.5) 300 bytes of 7s.
 fn well_formed(v: &[u8]) -> bool {
     v.iter().all(|&b| b == 7) && (v.len() == 8 || v.len() == 300)
+}
+
+/// Whether every key is absent or holds a well-formed value (by a
+/// transaction or a snapshot: both are [`ReadOnly`]).
+fn all_well_formed<R: ReadOnly + ?Sized>(r: &mut R, t: TableId) -> Result<bool, TxError> {
+    let mut ok = true;
+    for k in 0..KEYS {
+        ok &= r.read(t, &enc(k))?.is_none_or(well_formed);
+    }
+    Ok(ok)
 }
 
 /// [`churn`] on a fresh database.
@@ -65,24 +75,9 @@ pub fn churn<E: Engine>(db: &E) {
             while !stop.load(Ordering::Relaxed) {
                 // Values are checked after commit: a body may see an
                 // inconsistent state before validation fails it.
-                let seen = run(&mut w, |tx| {
-                    let mut ok = true;
-                    for k in 0..KEYS {
-                        ok &= tx.get(t, &enc(k))?.is_none_or(well_formed);
-                    }
-                    Ok(ok)
-                })
-                .unwrap();
+                let seen = run(&mut w, |tx| all_well_formed(tx, t)).unwrap();
                 assert!(seen, "a transaction read a malformed value");
-                let seen = w
-                    .snapshot_read(&mut |s: &mut dyn ReadOnly| {
-                        let mut ok = true;
-                        for k in 0..KEYS {
-                            ok &= s.read(t, &enc(k))?.is_none_or(well_formed);
-                        }
-                        Ok(ok)
-                    })
-                    .unwrap();
+                let seen = w.snapshot_read(&mut |s| all_well_formed(s, t)).unwrap();
                 assert!(seen, "a snapshot read a malformed value");
             }
         });

@@ -1,36 +1,14 @@
-//! What the suite's tests share: seeds that replay, the stress factor,
-//! value encoding, and running a body until it commits.
+//! What the suite's tests share: seeds that replay and the stress factor
+//! (`GRANARY_SEED`, `GRANARY_STRESS`), value encoding, and running a body
+//! until it commits.
 
 use std::ops::Bound;
 
 use granary_api::{TableId, Tx, TxError};
 
 pub use granary_workloads::driver::run_until_committed as run;
+pub use granary_workloads::replay::{seed, stress};
 pub use granary_workloads::rng::Rng;
-
-/// The test's seed: `GRANARY_SEED` if set, else fresh; always printed
-/// (with the test's name) so a failure can be replayed.
-pub fn seed(name: &str) -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{name}: seed {s} (replay with GRANARY_SEED={s})");
-    s
-}
-
-/// Scale factor for stress loops: `GRANARY_STRESS=N` multiplies them (1
-/// in CI).
-pub fn stress() -> u64 {
-    std::env::var("GRANARY_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-}
 
 /// A counter as a value (8 bytes, big-endian).
 pub fn enc(x: u64) -> [u8; 8] {
