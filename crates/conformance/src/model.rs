@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use granary_api::{Engine, Error, Tx, TxError};
+use granary_api::{Engine, Error, Tx, TxError, TxRunner};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -92,9 +92,9 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for &(ref ops, rollback) in txns {
         let mut m = model.clone();
-        // Single-threaded, so nothing conflicts and the body may assert.
-        let r = run(&mut w, |tx| {
-            m = model.clone();
+        // Single-threaded: nothing runs beside it, so it may not conflict
+        // (once, not retried), and the body may assert.
+        let r = w.try_run(|tx| {
             for o in ops {
                 match o {
                     Op::Get(k) => assert_eq!(
@@ -146,7 +146,8 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
             }
         });
         match r {
-            Ok(()) => model = m,
+            Ok(Ok(())) => model = m,
+            Ok(Err(reason)) => panic!("a transaction alone conflicted: {reason}"),
             Err(Error::RolledBack) => assert!(rollback),
             Err(e) => panic!("unexpected error {e}"),
         }

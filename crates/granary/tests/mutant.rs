@@ -30,7 +30,7 @@ fn hermitage_catches_the_mutant() {
         );
         let report = check(&out.history, Level::Serializable);
         assert!(report.has(kind), "{s:?}: expected {kind:?}, got:\n{report}");
-        checker_agrees(s, &out);
+        checker_agrees(s, &out, Level::Serializable);
     }
 }
 
