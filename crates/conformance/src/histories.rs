@@ -18,7 +18,7 @@ pub const MIN_ABORTED: u64 = 100;
 
 /// Rounds at most. Whether 4 threads overlap at all depends on the
 /// scheduler (on 2 cores, with other tests running, a release-build round
-/// of Silo has aborted anywhere from 10 to 2000 attempts), so the test
+/// of Silo has aborted anywhere from 3 to 3,200 attempts), so the test
 /// runs further rounds, each checked, until the aborts add up.
 const MAX_ROUNDS: u64 = 20;
 
