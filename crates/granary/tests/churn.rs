@@ -1,5 +1,6 @@
-//! Delete / re-insert churn on the same keys, and bounded memory under
-//! 100% update churn with snapshots on (Silo §4.8–4.9 reclamation).
+//! Silo's reclamation (§4.8–4.9): garbage freed after delete / re-insert
+//! churn on the same keys, and bounded memory under 100% update churn with
+//! snapshots on.
 
 mod common;
 
@@ -17,66 +18,14 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-/// Workers delete and re-insert a small key set while readers check that
-/// each key is either absent or holds a well-formed value; at the end the
-/// table matches the per-key last committed operation, and every piece of
-/// garbage (including deleted records unhooked from the tree) is freed.
+/// The conformance suite's delete / re-insert churn (readers, snapshot
+/// readers, toggles that add up), and then Silo's part: every piece of
+/// garbage it made (including deleted records unhooked from the tree) is
+/// freed.
 #[test]
-fn delete_reinsert_churn() {
-    let seed = seed("churn");
+fn delete_reinsert_churn_frees_all_garbage() {
     let db = common::fast_db();
-    let t = db.create_table("t").unwrap();
-    let keys = 16u64;
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        for th in 0..2u64 {
-            let (db, stop) = (&db, &stop);
-            s.spawn(move || {
-                let mut w = db.worker().unwrap();
-                let mut rng = Rng::new(seed, th);
-                for _ in 0..20_000 * stress() {
-                    let k = enc(rng.below(keys));
-                    let big = rng.below(4) == 0;
-                    w.run(|tx| {
-                        if tx.get(t, &k)?.is_some() {
-                            tx.delete(t, &k)?;
-                        } else {
-                            // Sometimes a value bigger than the record's room,
-                            // forcing a new record in the tree (§4.5).
-                            let v = if big { vec![7u8; 300] } else { vec![7u8; 8] };
-                            tx.insert(t, &k, &v)?;
-                        }
-                        Ok(())
-                    })
-                    .unwrap();
-                }
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        let (db, stop) = (&db, &stop);
-        s.spawn(move || {
-            let mut w = db.worker().unwrap();
-            while !stop.load(Ordering::Relaxed) {
-                w.run(|tx| {
-                    for k in 0..keys {
-                        if let Some(v) = tx.get(t, &enc(k))? {
-                            assert!(v.iter().all(|&b| b == 7) && (v.len() == 8 || v.len() == 300));
-                        }
-                    }
-                    Ok(())
-                })
-                .unwrap();
-                let _ = w.snapshot(|s| {
-                    for k in 0..keys {
-                        if let Some(v) = s.get(t, &enc(k))? {
-                            assert!(v.iter().all(|&b| b == 7) && (v.len() == 8 || v.len() == 300));
-                        }
-                    }
-                    Ok(())
-                });
-            }
-        });
-    });
+    granary_conformance::churn::churn(&db);
     // Let the epochs pass and the survivor reclaim everything the dropped
     // workers left behind.
     let mut w = db.worker().unwrap();

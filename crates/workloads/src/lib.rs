@@ -10,7 +10,8 @@
 //!   check.
 //! * [`ycsb`] — YCSB transactions with the papers' variants as presets.
 //! * [`zipf`] — YCSB's (scrambled) Zipfian key chooser.
-//! * [`rng`] — the fast seeded generator every workload draws from.
+//! * [`rng`] — the fast seeded generator every workload draws from;
+//!   [`replay`] — tests' seeds (`GRANARY_SEED`) and stress factor.
 //!
 //! A bad configuration of any workload is a [`ConfigError`].
 
@@ -20,6 +21,7 @@ pub mod check;
 pub mod driver;
 pub mod fence;
 pub mod record;
+pub mod replay;
 pub mod rng;
 pub mod silo52;
 pub mod smallbank;

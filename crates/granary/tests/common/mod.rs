@@ -7,29 +7,9 @@ use std::time::Duration;
 
 use granary::{Database, Options};
 
-/// The test seed: `GRANARY_SEED` if set, else fresh; always printed so a
-/// failure can be replayed.
-pub fn seed(name: &str) -> u64 {
-    let s = std::env::var("GRANARY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("{name}: seed {s} (replay with GRANARY_SEED={s})");
-    s
-}
-
-/// Scale factor for stress loops: `GRANARY_STRESS=N` multiplies them.
-pub fn stress() -> u64 {
-    std::env::var("GRANARY_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-}
+// Not every test that includes this module uses them.
+#[allow(unused_imports)]
+pub use granary_workloads::replay::{seed, stress};
 
 pub struct Rng(u64);
 

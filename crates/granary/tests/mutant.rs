@@ -1,17 +1,17 @@
-//! The checker must catch a broken engine: Silo with read validation
-//! turned off (the test-only `mutant` feature). Run with
-//! `cargo test --release -p granary-workloads --features mutant --test mutant`.
+//! The checker and the isolation scripts must catch a broken engine: Silo
+//! with read validation turned off (the test-only `mutant` feature). Run
+//! with `cargo test --release -p granary --features mutant --test mutant`.
 #![cfg(feature = "mutant")]
-
-mod common;
-use common::seed;
-
-mod script;
 
 use granary::{Database, Options};
 use granary_check::{check, AnomalyKind, Level};
+use granary_conformance::hermitage::{self, checker_agrees, Scenario};
+use granary_conformance::support::seed;
 use granary_workloads::check::{run_check, CheckConfig, CheckWorkload};
-use script::{checker_agrees, Scenario};
+
+fn mutant() -> Database {
+    Database::new(Options::default().mutant_skip_read_validation(true)).expect("db")
+}
 
 #[test]
 fn hermitage_catches_the_mutant() {
@@ -22,7 +22,7 @@ fn hermitage_catches_the_mutant() {
         (Scenario::GSingle, AnomalyKind::GSingle),
         (Scenario::G2Item, AnomalyKind::G2Item),
     ] {
-        let out = script::run_silo(s, true);
+        let out = hermitage::run(&mutant(), s);
         assert!(
             out.anomaly,
             "{s:?} did not happen on the mutant:\n{}",
@@ -30,22 +30,31 @@ fn hermitage_catches_the_mutant() {
         );
         let report = check(&out.history, Level::Serializable);
         assert!(report.has(kind), "{s:?}: expected {kind:?}, got:\n{report}");
-        checker_agrees(s, &out);
+        checker_agrees(s, &out, Level::Serializable);
     }
+}
+
+#[test]
+fn the_conformance_suite_rejects_the_mutant() {
+    // The suite's hermitage test, given Silo's table, fails on the mutant
+    // (as a design's test would).
+    let r = std::panic::catch_unwind(|| {
+        hermitage::scenarios(mutant, Level::Serializable, &hermitage::SERIALIZABLE);
+    });
+    assert!(r.is_err(), "the mutant passed the hermitage scenarios");
 }
 
 #[test]
 fn concurrent_mutant_run_is_flagged() {
     // A bounded run: up to five rounds of 20k contended transactions; the
     // mutant must be caught in one of them (in practice, the first).
-    let base = seed();
+    let base = seed("mutant");
     for round in 0..5 {
-        let db = Database::new(Options::default().mutant_skip_read_validation(true)).expect("db");
         let mut cfg = CheckConfig::new(CheckWorkload::Ycsb);
         cfg.txns = 20_000;
         cfg.threads = 4;
         cfg.seed = base + round;
-        let run = run_check(&db, &cfg, &|_| {}).expect("run");
+        let run = run_check(&mutant(), &cfg, &|_| {}).expect("run");
         let report = check(&run.history, Level::Serializable);
         if !report.is_ok() {
             eprintln!("round {round}: {report}");

@@ -1,0 +1,65 @@
+//! The conformance suite (`crates/conformance`) on every design of
+//! granary-protocols, each with what it promises and what it lacks.
+
+use granary_api::PartitionRule;
+use granary_conformance::{conformance_tests, hermitage};
+use granary_protocols::mvcc::{Isolation, Mvcc};
+use granary_protocols::partitioned::Partitioned;
+use granary_protocols::two_pl::{TwoPl, Variant};
+
+conformance_tests! {
+    two_pl_ordered,
+    engine: || TwoPl::new(Variant::Ordered),
+    level: Serializable,
+    // The suite declares nothing, and undeclared work is no-wait.
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    two_pl_no_wait,
+    engine: || TwoPl::new(Variant::NoWait),
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    hekaton,
+    engine: || Mvcc::new(Isolation::Serializable),
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    snapshot_isolation,
+    engine: || Mvcc::new(Isolation::Snapshot),
+    level: SnapshotIsolation,
+    aborts: yes,
+    interactive: yes(hermitage::SNAPSHOT_ISOLATION),
+    scans: yes,
+    deletes: yes,
+}
+
+/// Every table of the suite hashed: the suite declares nothing, so each
+/// procedure holds every partition (and may scan across them).
+fn hashed(_: &str) -> Option<PartitionRule> {
+    Some(PartitionRule::Hash)
+}
+
+conformance_tests! {
+    partitioned,
+    engine: || Partitioned::new(4, hashed).expect("partitioned store"),
+    level: Serializable,
+    aborts: no("a procedure holds its partitions' locks before it runs, so it never conflicts"),
+    interactive: no("Partitioned-Store has no sessions: it locks a procedure's partitions up front"),
+    scans: yes,
+    deletes: yes,
+}
