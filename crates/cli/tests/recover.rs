@@ -78,7 +78,10 @@ fn inspect_and_recover_a_cut_log() {
         .write(true)
         .open(&victim)
         .unwrap();
-    assert!(f.metadata().unwrap().len() > 4096, "the current log holds no block");
+    assert!(
+        f.metadata().unwrap().len() > 4096,
+        "the current log holds no block"
+    );
     f.set_len(4096).unwrap();
     drop(f);
     let before = files(&db);
