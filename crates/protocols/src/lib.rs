@@ -26,6 +26,7 @@
 //! ```
 
 mod catalog;
+mod limits;
 pub mod mvcc;
 pub mod partitioned;
 mod reclaim;

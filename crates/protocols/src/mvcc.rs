@@ -51,11 +51,12 @@ use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use granary_api::{
     AbortReason, Engine, Error, Interactive, InteractiveTx, ReadOnly, Stats, TableId, Tx, TxError,
-    TxRunner, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
+use crate::limits::{check_key, check_value};
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
@@ -368,17 +369,6 @@ impl Shared {
             Some(_) => Seen::Yes,
         }
     }
-}
-
-fn check_key(key: &[u8]) -> Result<(), TxError> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_BYTES,
-        }
-        .into());
-    }
-    Ok(())
 }
 
 impl Books {
@@ -765,13 +755,7 @@ impl<'r> Txn<'r> {
         new: bool,
     ) -> Result<bool, TxError> {
         if let Some(v) = value {
-            if v.len() > MAX_VALUE_BYTES {
-                return Err(Error::ValueTooLarge {
-                    len: v.len(),
-                    max: MAX_VALUE_BYTES,
-                }
-                .into());
-            }
+            check_value(v)?;
         }
         let chain = self.chain(t, key, true)?.expect("created");
         let head = chain.head.load(Ordering::Acquire);

@@ -34,10 +34,11 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use granary_api::{
     AbortReason, Declared, Engine, Error, PartitionRule, Partitioning, ReadOnly, Stats, TableId,
-    Tx, TxError, TxRunner, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    Tx, TxError, TxRunner,
 };
 
 use crate::catalog::Catalog;
+use crate::limits::{check_key, check_value};
 use crate::sync::{backoff, AtomicU64, Ordering};
 
 /// The most partitions a store has (bits of a lock mask).
@@ -357,17 +358,6 @@ impl TxRunner for Runner {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<(), TxError> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_BYTES,
-        }
-        .into());
-    }
-    Ok(())
-}
-
 impl<'r> Txn<'r> {
     /// The map holding `key` of table `t`, checked to be locked (for a
     /// write to a shared table: every partition locked).
@@ -416,13 +406,7 @@ impl<'r> Txn<'r> {
         must_be_new: bool,
     ) -> Result<bool, TxError> {
         if let Some(v) = value {
-            if v.len() > MAX_VALUE_BYTES {
-                return Err(Error::ValueTooLarge {
-                    len: v.len(),
-                    max: MAX_VALUE_BYTES,
-                }
-                .into());
-            }
+            check_value(v)?;
         }
         let (table, p) = self.map(t, key, true)?;
         // SAFETY: locked (checked by `map`).

@@ -49,11 +49,12 @@ use std::sync::Arc;
 use crossbeam_epoch::Guard;
 use granary_api::{
     AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, ReadOnly, Stats, TableId, Tx,
-    TxError, TxRunner, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    TxError, TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
+use crate::limits::{check_key, check_value};
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
@@ -445,17 +446,6 @@ impl TxRunner for Runner {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<(), TxError> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_BYTES,
-        }
-        .into());
-    }
-    Ok(())
-}
-
 impl Txn<'_> {
     /// Lock `key`'s row in mode `m` (creating an absent placeholder if the
     /// key is missing) and return the index of its [`Held`] entry.
@@ -748,13 +738,7 @@ impl Tx for Txn<'_> {
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_BYTES,
-            }
-            .into());
-        }
+        check_value(value)?;
         let i = self.acquire(t, key, Mode::Exclusive)?;
         let d = self.data_mut(i);
         d.present = true;
@@ -849,6 +833,7 @@ impl Drop for Txn<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use granary_api::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
     fn num(v: Option<&[u8]>) -> u64 {
         v.map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap()))
