@@ -454,22 +454,17 @@ impl Txn<'_> {
         // A key this transaction holds already is found without the
         // index (a read-modify-write touches its key twice).
         let hash = key_hash(t, key);
-        let mut at = self.st.by_key.get(&hash).copied();
-        while let Some(i) = at {
+        if let Some(i) = self.find_held(hash, t, key) {
             let h = &self.st.held[i as usize];
-            let k = &self.st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
-            if h.table == t && k == key {
-                if h.mode >= m {
-                    return Ok(i);
-                }
-                // SAFETY: pinned, and the row is held, so live.
-                if !unsafe { &*h.row }.lock.try_upgrade() {
-                    return Err(TxError::Conflict(AbortReason::LockConflict));
-                }
-                self.st.held[i as usize].mode = Mode::Exclusive;
+            if h.mode >= m {
                 return Ok(i);
             }
-            at = h.same_hash;
+            // SAFETY: pinned, and the row is held, so live.
+            if !unsafe { &*h.row }.lock.try_upgrade() {
+                return Err(TxError::Conflict(AbortReason::LockConflict));
+            }
+            self.st.held[i as usize].mode = Mode::Exclusive;
+            return Ok(i);
         }
         let db: &Shared = self.db;
         let tree = db.tables.get(t)?;
@@ -525,6 +520,20 @@ impl Txn<'_> {
             });
             return Ok(i);
         }
+    }
+
+    /// The `held` entry of (`t`, `key`), whose [`key_hash`] is `hash`.
+    fn find_held(&self, hash: u64, t: TableId, key: &[u8]) -> Option<u32> {
+        let mut at = self.st.by_key.get(&hash).copied();
+        while let Some(i) = at {
+            let h = &self.st.held[i as usize];
+            let k = &self.st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
+            if h.table == t && k == key {
+                return Some(i);
+            }
+            at = h.same_hash;
+        }
+        None
     }
 
     /// A leaf this transaction changed itself keeps its place in the node
@@ -612,14 +621,14 @@ impl Txn<'_> {
     #[cfg(feature = "mutant")]
     fn short_read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         check_key(key)?;
+        if let Some(i) = self.find_held(key_hash(t, key), t, key) {
+            let d = self.data(i);
+            return Ok(d.present.then_some(&d.value[..]));
+        }
         let db: &Shared = self.db;
         let Some(row) = db.tables.get(t)?.get(key, &Pin(&self.guard)).value else {
             return Ok(None);
         };
-        if let Some(&i) = self.st.by_row.get(&(row as usize)) {
-            let d = self.data(i);
-            return Ok(d.present.then_some(&d.value[..]));
-        }
         // SAFETY: from the index while pinned.
         let r = unsafe { &*(row as *const Row) };
         if !r.lock.try_shared() {
