@@ -44,6 +44,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
@@ -97,17 +98,28 @@ struct Data {
 }
 
 impl Row {
-    fn new_absent() -> Box<Row> {
+    /// A placeholder for a missing key, born held exclusive. Its commit
+    /// key starts above every row its table has removed, so the writers
+    /// of a key keep increasing commit keys across a delete and a
+    /// re-insert.
+    fn new_absent(table: &Table) -> Box<Row> {
         Box::new(Row {
             lock: RowLock::new_exclusive(),
             data: UnsafeCell::new(Data {
                 present: false,
                 removed: false,
-                commit_key: 0,
+                commit_key: table.removed_commit_key.load(Ordering::Acquire),
                 value: Vec::new(),
             }),
         })
     }
+}
+
+/// A table: its rows behind the index.
+struct Table {
+    tree: Tree,
+    /// The largest commit key of a row taken out of the index.
+    removed_commit_key: AtomicU64,
 }
 
 /// A 2PL database: tables of rows behind the shared index.
@@ -116,7 +128,7 @@ pub struct TwoPl(Arc<Shared>);
 /// What the database and its runners share.
 struct Shared {
     variant: Variant,
-    tables: Catalog<Tree>,
+    tables: Catalog<Table>,
 }
 
 impl TwoPl {
@@ -140,7 +152,7 @@ impl Drop for Shared {
         // alone. Rows taken out earlier were retired to crossbeam's
         // collector, which frees them.
         for t in self.tables.tables_mut() {
-            t.for_each_value(|v| {
+            t.tree.for_each_value(|v| {
                 // SAFETY: every value is a live `Box<Row>` turned raw, and
                 // each appears in one tree once.
                 drop(unsafe { Box::from_raw(v as *mut Row) })
@@ -153,7 +165,10 @@ impl Engine for TwoPl {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        self.0.tables.create(name, Tree::new)
+        self.0.tables.create(name, || Table {
+            tree: Tree::new(),
+            removed_commit_key: AtomicU64::new(0),
+        })
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
@@ -467,14 +482,15 @@ impl Txn<'_> {
             return Ok(i);
         }
         let db: &Shared = self.db;
-        let tree = db.tables.get(t)?;
+        let table = db.tables.get(t)?;
+        let tree = &table.tree;
         let mut spins = 0u32;
         loop {
             let found = tree.get(key, &Pin(&self.guard));
             let (row, created, change) = match found.value {
                 Some(v) => (v as *const Row, false, None),
                 None => {
-                    let fresh = Box::into_raw(Row::new_absent());
+                    let fresh = Box::into_raw(Row::new_absent(table));
                     match tree.insert(key, fresh as u64, &mut Pin(&self.guard)) {
                         Insert::Inserted(c) => (fresh as *const Row, true, Some(c)),
                         Insert::Exists { value } => {
@@ -626,7 +642,7 @@ impl Txn<'_> {
             return Ok(d.present.then_some(&d.value[..]));
         }
         let db: &Shared = self.db;
-        let Some(row) = db.tables.get(t)?.get(key, &Pin(&self.guard)).value else {
+        let Some(row) = db.tables.get(t)?.tree.get(key, &Pin(&self.guard)).value else {
             return Ok(None);
         };
         // SAFETY: from the index while pinned.
@@ -709,14 +725,22 @@ impl Txn<'_> {
             let absent = unsafe { !(*r.data.get()).present };
             if absent && mode == Mode::Exclusive {
                 // SAFETY: held exclusive.
-                unsafe { (*r.data.get()).removed = true };
+                let d = unsafe { &mut *r.data.get() };
+                d.removed = true;
                 let key = &st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
-                let tree = self
+                let table = self
                     .db
                     .tables
                     .get(h.table)
                     .expect("held rows' tables exist");
-                let gone = tree.remove_if(key, h.row as u64, &mut Pin(&self.guard));
+                // Before the key leaves the index: a re-insert, which can
+                // only start after, seeds its row from this (Acquire/Release).
+                table
+                    .removed_commit_key
+                    .fetch_max(d.commit_key, Ordering::Release);
+                let gone = table
+                    .tree
+                    .remove_if(key, h.row as u64, &mut Pin(&self.guard));
                 debug_assert!(gone.is_some(), "a held row stays in the index");
                 r.lock.unlock(mode);
                 // SAFETY: out of the index, marked removed for anyone who
@@ -793,9 +817,7 @@ impl Tx for Txn<'_> {
             return Ok(());
         }
         let db: &Shared = self.db;
-        let tree = db.tables.get(t)?;
-        // The scan's rows are locked as they are met; the leaves it read
-        // are validated at commit.
+        let tree = &db.tables.get(t)?.tree;
         // Rows are locked as they are met, a batch of keys at a time; the
         // leaves read are validated at commit.
         let mut batch = std::mem::take(&mut self.st.batch);
@@ -966,6 +988,27 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(n, 300);
+    }
+
+    /// The history recorder needs each key's writers in increasing commit
+    /// key order, also across a delete (whose row leaves the index) and a
+    /// re-insert by another worker.
+    #[test]
+    fn commit_keys_increase_across_delete_and_reinsert() {
+        let db = TwoPl::new(Variant::NoWait);
+        let t = db.create_table("t").unwrap();
+        let (mut a, mut b) = (db.runner().unwrap(), db.runner().unwrap());
+        for _ in 0..3 {
+            a.try_run(|tx| tx.put(t, b"k", b"1")).unwrap().unwrap();
+        }
+        a.try_run(|tx| tx.delete(t, b"k")).unwrap().unwrap();
+        let deleted = a.last_commit_key();
+        b.try_run(|tx| tx.insert(t, b"k", b"2")).unwrap().unwrap();
+        assert!(
+            b.last_commit_key() > deleted,
+            "{} <= {deleted}",
+            b.last_commit_key()
+        );
     }
 
     #[test]
