@@ -356,7 +356,15 @@ pub trait TxRunner {
     fn snapshot_read<T>(
         &mut self,
         body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
-    ) -> Result<T, Error>;
+    ) -> Result<T, Error> {
+        // No snapshots: a regular read-only transaction, retried until it
+        // commits (every `Tx` is a `ReadOnly`).
+        loop {
+            if let Ok(v) = self.try_run(|tx| body(tx))? {
+                return Ok(v);
+            }
+        }
+    }
 }
 
 /// A database running some protocol: makes tables and per-thread runners.

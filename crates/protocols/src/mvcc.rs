@@ -41,6 +41,15 @@
 //!   changes the chain), cuts the chain below the first such version and
 //!   frees what it cut through epoch reclamation. So a key keeps the
 //!   versions the running transactions may need, plus one.
+//!
+//! Memory ordering. Version fields and chain links are stored with
+//! Release and loaded with Acquire: a reader that sees a version (or a
+//! timestamp in it) sees the value and links written before it was
+//! published. The transaction table (slot words, end timestamps, read-time
+//! bounds, dependency counts) and the counter use SeqCst: the arguments
+//! above (an ACTIVE writer's timestamp is above the observer's; the oldest
+//! reader is never missed) order a store in one thread before a load in
+//! another, which only a total order gives.
 
 use std::cell::UnsafeCell;
 use std::ops::Bound;
@@ -50,13 +59,12 @@ use std::sync::{Arc, Mutex};
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Engine, Error, Interactive, InteractiveTx, ReadOnly, Stats, TableId, Tx, TxError,
-    TxRunner,
+    AbortReason, Engine, Error, Interactive, InteractiveTx, Stats, TableId, Tx, TxError, TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
-use crate::limits::{check_key, check_value};
+use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
@@ -603,17 +611,6 @@ impl TxRunner for Runner {
     fn stats(&self) -> &Stats {
         &self.books.stats
     }
-
-    fn snapshot_read<T>(
-        &mut self,
-        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
-    ) -> Result<T, Error> {
-        loop {
-            if let Ok(v) = self.run(|tx| body(tx))? {
-                return Ok(v);
-            }
-        }
-    }
 }
 
 impl<'r> Txn<'r> {
@@ -1034,11 +1031,7 @@ impl Tx for Txn<'_> {
         reverse: bool,
         mut f: F,
     ) -> Result<(), TxError> {
-        for b in [lo, hi] {
-            if let Bound::Included(k) | Bound::Excluded(k) = b {
-                check_key(k)?;
-            }
-        }
+        check_bounds(lo, hi)?;
         if limit == 0 {
             return Ok(());
         }

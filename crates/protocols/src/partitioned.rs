@@ -33,12 +33,12 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Declared, Engine, Error, PartitionRule, Partitioning, ReadOnly, Stats, TableId,
-    Tx, TxError, TxRunner,
+    AbortReason, Declared, Engine, Error, PartitionRule, Partitioning, Stats, TableId, Tx, TxError,
+    TxRunner,
 };
 
 use crate::catalog::Catalog;
-use crate::limits::{check_key, check_value};
+use crate::limits::{check_bounds, check_key, check_value};
 use crate::sync::{backoff, AtomicU64, Ordering};
 
 /// The most partitions a store has (bits of a lock mask).
@@ -345,17 +345,6 @@ impl TxRunner for Runner {
     fn stats(&self) -> &Stats {
         &self.stats
     }
-
-    fn snapshot_read<T>(
-        &mut self,
-        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
-    ) -> Result<T, Error> {
-        loop {
-            if let Ok(v) = self.run(None, |tx| body(tx))? {
-                return Ok(v);
-            }
-        }
-    }
 }
 
 impl<'r> Txn<'r> {
@@ -463,11 +452,7 @@ impl Tx for Txn<'_> {
     ) -> Result<(), TxError> {
         let db: &Shared = self.db;
         let table = db.tables.get(t)?;
-        for b in [lo, hi] {
-            if let Bound::Included(k) | Bound::Excluded(k) = b {
-                check_key(k)?;
-            }
-        }
+        check_bounds(lo, hi)?;
         if self.all && table.maps.len() > 1 {
             // Holding every partition (a procedure that declared nothing,
             // such as a verification pass), a scan may cross them: merge

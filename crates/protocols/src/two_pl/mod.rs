@@ -49,13 +49,13 @@ use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
 use granary_api::{
-    AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, ReadOnly, Stats, TableId, Tx,
-    TxError, TxRunner,
+    AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, Stats, TableId, Tx, TxError,
+    TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
-use crate::limits::{check_key, check_value};
+use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
@@ -447,18 +447,6 @@ impl TxRunner for Runner {
     fn stats(&self) -> &Stats {
         &self.stats
     }
-
-    fn snapshot_read<T>(
-        &mut self,
-        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
-    ) -> Result<T, Error> {
-        // No snapshots in 2PL: a read-only transaction, retried.
-        loop {
-            if let Ok(v) = self.run(None, |tx| body(tx))? {
-                return Ok(v);
-            }
-        }
-    }
 }
 
 impl Txn<'_> {
@@ -808,11 +796,7 @@ impl Tx for Txn<'_> {
         reverse: bool,
         mut f: F,
     ) -> Result<(), TxError> {
-        for b in [lo, hi] {
-            if let Bound::Included(k) | Bound::Excluded(k) = b {
-                check_key(k)?;
-            }
-        }
+        check_bounds(lo, hi)?;
         if limit == 0 {
             return Ok(());
         }
