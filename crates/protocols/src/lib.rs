@@ -33,5 +33,6 @@ mod reclaim;
 mod scan;
 mod sync;
 pub mod two_pl;
+mod value;
 
 pub use catalog::Catalog;

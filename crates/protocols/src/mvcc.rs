@@ -65,6 +65,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
+use crate::value::Value;
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
@@ -98,13 +99,18 @@ fn ref_parts(f: u64) -> (usize, u64) {
     )
 }
 
+#[repr(align(64))]
 struct Version {
     begin: AtomicU64,
     end: AtomicU64,
     prev: AtomicPtr<Version>,
     /// `None`: a deletion. Written only by its creator before it commits.
-    value: UnsafeCell<Option<Vec<u8>>>,
+    /// Up to 24 bytes inline, so that a version with a short value is one
+    /// cache line.
+    value: UnsafeCell<Option<Value<24>>>,
 }
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Version>() == 64);
 
 // SAFETY: `value` changes only while the version is its uncommitted
 // writer's (readers other than the writer never read it then: an active
@@ -767,7 +773,7 @@ impl<'r> Txn<'r> {
                 if new && existed {
                     return Err(Error::KeyExists.into());
                 }
-                *cur = value.map(<[u8]>::to_vec);
+                *cur = value.map(Value::from_slice);
                 return Ok(existed);
             }
         }
@@ -815,7 +821,7 @@ impl<'r> Txn<'r> {
             begin: AtomicU64::new(self.me),
             end: AtomicU64::new(INF),
             prev: AtomicPtr::new(head),
-            value: UnsafeCell::new(value.map(<[u8]>::to_vec)),
+            value: UnsafeCell::new(value.map(Value::from_slice)),
         }));
         if chain
             .head

@@ -59,6 +59,7 @@ use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::{retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
+use crate::value;
 use lock::{Mode, RowLock};
 
 /// What a conflict does.
@@ -78,10 +79,17 @@ pub enum Variant {
 }
 
 /// A row: its lock word, and what the lock protects.
+#[repr(align(64))]
 struct Row {
     lock: RowLock,
     data: UnsafeCell<Data>,
 }
+
+/// A row's value: up to 32 bytes inline, so that a row with a short value
+/// is one cache line.
+type Value = value::Value<32>;
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Row>() == 64);
 
 // SAFETY: `data` is read only under the row's lock (shared or exclusive)
 // and written only under it exclusive.
@@ -94,7 +102,7 @@ struct Data {
     removed: bool,
     /// The commit key of the row's last writer (for [`TxRunner::last_commit_key`]).
     commit_key: u64,
-    value: Vec<u8>,
+    value: Value,
 }
 
 impl Row {
@@ -109,7 +117,7 @@ impl Row {
                 present: false,
                 removed: false,
                 commit_key: table.removed_commit_key.load(Ordering::Acquire),
-                value: Vec::new(),
+                value: Value::new(),
             }),
         })
     }
