@@ -36,3 +36,25 @@ pub(crate) unsafe fn retire_box<T: Send + 'static>(g: &Guard, p: *mut T) {
         g.defer_unchecked(move || drop(Box::from_raw(p as *mut T)));
     }
 }
+
+/// Free every `Box<T>` in `ps` (addresses of boxes turned raw) once no
+/// pinned thread can see them: one deferred call for the lot. crossbeam
+/// runs a bounded number of deferred calls each time a thread pins, so a
+/// design that retires a handful of objects per transaction, one call
+/// each, outruns it and its garbage grows without bound.
+///
+/// # Safety
+/// As [`retire_box`], for each address.
+pub(crate) unsafe fn retire_boxes<T: Send + 'static>(g: &Guard, ps: Vec<usize>) {
+    if ps.is_empty() {
+        return;
+    }
+    // SAFETY: the caller's contract, for each; delayed past the grace period.
+    unsafe {
+        g.defer_unchecked(move || {
+            for p in ps {
+                drop(Box::from_raw(p as *mut T));
+            }
+        });
+    }
+}
