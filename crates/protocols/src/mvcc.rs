@@ -67,10 +67,10 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
-use crate::value::Value;
 use crate::reclaim::{retire_box, retire_boxes, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
+use crate::value::Value;
 
 /// Which isolation the store gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
