@@ -6,6 +6,12 @@
 //!   from the declared read and write sets, so it never deadlocks) and
 //!   **no-wait** (a lock held by another transaction aborts the
 //!   requester, which retries after a backoff).
+//! * [`partitioned`]: Partitioned-Store (Silo §5.4): one spinlock per
+//!   partition of the workload's partition key, taken in order before the
+//!   body runs, and per-partition maps with no other concurrency control.
+//! * [`mvcc`]: one multiversion store with a global timestamp counter,
+//!   run as Hekaton's optimistic serializable scheme or as Snapshot
+//!   Isolation (first updater wins, no read validation).
 //!
 //! A design here depends on `granary-api`, the index (`granary-index`,
 //! which maps keys to a `u64` that each design uses for its own record

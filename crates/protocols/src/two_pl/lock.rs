@@ -91,7 +91,7 @@ impl RowLock {
         }
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub fn raw(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
