@@ -50,6 +50,43 @@ pub trait Tx {
     /// A conflict, or a typed error for bad input.
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError>;
 
+    /// Read-modify-write `key`: `f` changes a copy of its current value in
+    /// place (the length stays), and that copy becomes the key's new value.
+    /// Returns `None`, writing nothing, if the key is absent. For the
+    /// concurrency control it is a read followed by a write of the key.
+    ///
+    /// The default is [`Tx::get`], a copy, and [`Tx::put`]. A design whose
+    /// write makes a copy anyway (a new version, an undo image) overrides
+    /// it to copy once and find the key once.
+    ///
+    /// ```
+    /// # use granary_api::{Tx, TableId, TxError};
+    /// fn bump<T: Tx>(tx: &mut T, t: TableId, key: &[u8]) -> Result<Option<u64>, TxError> {
+    ///     tx.update(t, key, |v| {
+    ///         let n = u64::from_le_bytes(v[..8].try_into().unwrap()) + 1;
+    ///         v[..8].copy_from_slice(&n.to_le_bytes());
+    ///         n
+    ///     })
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tx::get`] and [`Tx::put`].
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        let Some(v) = self.get(t, key)? else {
+            return Ok(None);
+        };
+        let mut copy = v.to_vec();
+        let r = f(&mut copy);
+        self.put(t, key, &copy)?;
+        Ok(Some(r))
+    }
+
     /// Insert `key → value`; [`Error::KeyExists`] if present.
     ///
     /// # Errors

@@ -1,5 +1,5 @@
 //! Single-threaded model check: random transactions against a `BTreeMap`,
-//! including rollbacks, read-your-own-writes, and (where the design has
+//! including rollbacks, read-your-own-writes, in-place updates, and (where the design has
 //! them) deletes and scans in both directions.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +18,8 @@ enum Op {
     Put(Vec<u8>, Vec<u8>),
     Insert(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    /// `Tx::update` xoring every byte with the mask.
+    Update(Vec<u8>, u8),
     Scan(Vec<u8>, usize, bool),
 }
 
@@ -46,6 +48,10 @@ fn op(deletes: bool, scans: bool) -> impl Strategy<Value = Op> {
         (
             2,
             (key(), val()).prop_map(|(k, v)| Op::Insert(k, v)).boxed(),
+        ),
+        (
+            2,
+            (key(), 1u8..).prop_map(|(k, m)| Op::Update(k, m)).boxed(),
         ),
     ];
     if deletes {
@@ -117,6 +123,17 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
                     Op::Delete(k) => {
                         assert_eq!(tx.delete(t, k)?, m.remove(k).is_some(), "delete {k:?}");
                     }
+                    Op::Update(k, mask) => {
+                        let len = tx.update(t, k, |v| {
+                            v.iter_mut().for_each(|b| *b ^= mask);
+                            v.len()
+                        })?;
+                        let want = m.get_mut(k).map(|v| {
+                            v.iter_mut().for_each(|b| *b ^= mask);
+                            v.len()
+                        });
+                        assert_eq!(len, want, "update {k:?}");
+                    }
                     Op::Scan(k, n, rev) => {
                         let got = if *rev {
                             collect(tx, t, Bound::Unbounded, Bound::Included(k), *n, true)?
@@ -158,9 +175,12 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
         .iter()
         .flat_map(|(ops, _)| ops)
         .map(|o| match o {
-            Op::Get(k) | Op::Put(k, _) | Op::Insert(k, _) | Op::Delete(k) | Op::Scan(k, _, _) => {
-                &k[..]
-            }
+            Op::Get(k)
+            | Op::Put(k, _)
+            | Op::Insert(k, _)
+            | Op::Delete(k)
+            | Op::Update(k, _)
+            | Op::Scan(k, _, _) => &k[..],
         })
         .collect();
     for k in touched {

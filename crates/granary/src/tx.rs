@@ -87,6 +87,16 @@ impl Tx for Transaction<'_> {
     }
 
     #[inline]
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        Transaction::update(self, t, key, f)
+    }
+
+    #[inline]
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         Transaction::insert(self, t, key, value)
     }
@@ -200,6 +210,15 @@ impl Tx for Session<'_> {
     }
 
     #[inline]
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.tx.update(t, key, f)
+    }
+
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.tx.insert(t, key, value)
     }

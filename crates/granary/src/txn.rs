@@ -457,6 +457,29 @@ impl<'w> Transaction<'w> {
         self.write(t, key, value, false)
     }
 
+    /// Read-modify-write `key` ([`Tx::update`](granary_api::Tx::update)):
+    /// the read copy is changed in place and written, one copy fewer than
+    /// a `get`, a copy and a `put`. `None` if the key is absent.
+    ///
+    /// # Errors
+    /// As for [`Transaction::get`] and [`Transaction::put`].
+    pub fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        if self.get(t, key)?.is_none() {
+            return Ok(None);
+        }
+        // `write` leaves `buf` alone: it copies the value into the arena.
+        let mut buf = std::mem::take(&mut self.c.st.buf);
+        let r = f(&mut buf);
+        let w = self.write(t, key, &buf, false);
+        self.c.st.buf = buf;
+        w.map(|()| Some(r))
+    }
+
     /// Insert `key → value`; fails with [`Error::KeyExists`] if the key is
     /// present.
     ///

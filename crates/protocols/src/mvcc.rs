@@ -547,6 +547,15 @@ impl Tx for Session<'_> {
         self.tx().put(t, key, value)
     }
 
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.tx().update(t, key, f)
+    }
+
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.tx().insert(t, key, value)
     }
@@ -629,6 +638,9 @@ impl TxRunner for Runner {
         &self.books.stats
     }
 }
+
+/// An in-place change to a value, as [`Tx::update`] passes it down.
+type Modify<'a> = &'a mut dyn FnMut(&mut [u8]);
 
 impl<'r> Txn<'r> {
     /// Take a dependency on (slot, seq): `Ok(true)` registered, `Ok(false)`
@@ -759,19 +771,24 @@ impl<'r> Txn<'r> {
         Ok(unsafe { (*(*v).value.get()).as_deref() })
     }
 
-    /// Install `value` (None: delete) as this transaction's version of
-    /// `key`. Returns whether a value was visible before.
+    /// Install this transaction's version of `key`: `value` (None:
+    /// delete), or with `modify`, a copy of the visible value changed in
+    /// place (nothing is written if none is visible; the read counts for
+    /// validation). Returns whether a value was visible before.
     fn write(
         &mut self,
         t: TableId,
         key: &[u8],
         value: Option<&[u8]>,
         new: bool,
+        modify: Option<Modify<'_>>,
     ) -> Result<bool, TxError> {
         if let Some(v) = value {
             check_value(v)?;
         }
-        let chain = self.chain(t, key, true)?.expect("created");
+        let Some(chain) = self.chain(t, key, modify.is_none())? else {
+            return Ok(false);
+        };
         let head = chain.head.load(Ordering::Acquire);
         if !head.is_null() {
             // SAFETY: pinned.
@@ -781,6 +798,12 @@ impl<'r> Txn<'r> {
                 // SAFETY: uncommitted and ours; no one else reads it.
                 let cur = unsafe { &mut *h.value.get() };
                 let existed = cur.is_some();
+                if let Some(f) = modify {
+                    if let Some(v) = cur {
+                        f(v);
+                    }
+                    return Ok(existed);
+                }
                 if new && existed {
                     return Err(Error::KeyExists.into());
                 }
@@ -791,6 +814,22 @@ impl<'r> Txn<'r> {
         // Only the newest version may be updated, and only if it is the
         // one this transaction sees (first updater wins).
         let seen = self.visible(chain, self.rt)?;
+        // SAFETY: pinned.
+        let seen_value = (!seen.is_null())
+            .then(|| unsafe { (*(*seen).value.get()).as_deref() })
+            .flatten();
+        if modify.is_some() && seen_value.is_none() {
+            // Nothing to change: what remains is a read of the absence.
+            // (A read that is followed by a version of ours needs no
+            // validation: the version read stays the newest, its end
+            // claimed by us, until we finish.)
+            if self.db.isolation == Isolation::Serializable {
+                self.st
+                    .reads
+                    .push((chain as *const Chain as usize, seen as usize));
+            }
+            return Ok(false);
+        }
         // The newest version must be the one we see (a committed deletion
         // included); anything else is newer than our read time, or
         // uncommitted, or being committed: the first updater wins.
@@ -813,8 +852,7 @@ impl<'r> Txn<'r> {
         if !newest_seen {
             return Err(TxError::Conflict(AbortReason::WriteConflict));
         }
-        // SAFETY: pinned.
-        let existed = !seen.is_null() && unsafe { (*(*seen).value.get()).is_some() };
+        let existed = seen_value.is_some();
         if new && existed {
             return Err(Error::KeyExists.into());
         }
@@ -834,7 +872,14 @@ impl<'r> Txn<'r> {
             begin: AtomicU64::new(self.me),
             end: AtomicU64::new(INF),
             prev: AtomicPtr::new(head),
-            value: UnsafeCell::new(value.map(Value::from_slice)),
+            value: UnsafeCell::new(match modify {
+                Some(f) => seen_value.map(|old| {
+                    let mut v = Value::from_slice(old);
+                    f(&mut v);
+                    v
+                }),
+                None => value.map(Value::from_slice),
+            }),
         }));
         if chain
             .head
@@ -1030,18 +1075,37 @@ impl Tx for Txn<'_> {
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.write(t, key, Some(value), false).map(|_| ())
+        self.write(t, key, Some(value), false, None).map(|_| ())
+    }
+
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        // One descent and one copy: the new version starts as a copy of
+        // the visible one and is changed in place.
+        let (mut f, mut out) = (Some(f), None);
+        let found = self.write(
+            t,
+            key,
+            None,
+            false,
+            Some(&mut |v: &mut [u8]| out = f.take().map(|f| f(v))),
+        )?;
+        Ok(if found { out } else { None })
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.write(t, key, Some(value), true).map(|_| ())
+        self.write(t, key, Some(value), true, None).map(|_| ())
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
         if self.read(t, key)?.is_none() {
             return Ok(false);
         }
-        self.write(t, key, None, false)
+        self.write(t, key, None, false, None)
     }
 
     fn scan<F: FnMut(&[u8], &[u8]) -> bool>(

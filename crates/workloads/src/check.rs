@@ -347,9 +347,20 @@ impl Ctx<'_> {
                     for (&k, &kind) in keys.iter().zip(&kinds) {
                         if kind < 50 {
                             tx.get(t, &key(k))?;
-                        } else if kind < 85 {
+                        } else if kind < 70 {
                             let v = tx.get(t, &key(k))?.map_or(0, num);
                             tx.put(t, &key(k), &(v + 1).to_be_bytes())?;
+                        } else if kind < 85 {
+                            // The design's own read-modify-write path.
+                            let bump = |v: &mut [u8]| {
+                                let n = num(v) + 1;
+                                if let Some(head) = v.get_mut(..8) {
+                                    head.copy_from_slice(&n.to_be_bytes());
+                                }
+                            };
+                            if tx.update(t, &key(k), bump)?.is_none() {
+                                tx.put(t, &key(k), &1u64.to_be_bytes())?;
+                            }
                         } else {
                             tx.put(t, &key(k), &kind.to_be_bytes())?;
                         }

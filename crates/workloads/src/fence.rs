@@ -70,6 +70,16 @@ impl<T: Tx + ?Sized> Tx for Fenced<'_, T> {
         self.tx.put(t, key, value)
     }
 
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.note(t, key, true);
+        self.tx.update(t, key, f)
+    }
+
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.note(t, key, true);
         self.tx.insert(t, key, value)

@@ -278,6 +278,39 @@ impl<T: Tx> Tx for RecTx<'_, T> {
         self.write(t, key, value, false)
     }
 
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        // Through the protocol's own `update`, so that the checker sees
+        // the path a design takes for it: the old version id is read from
+        // the copy, the new one written over it.
+        let k = check_key(t, key)?;
+        let v = self.next_version()?;
+        let (mut f, mut out, mut old, mut bad) = (Some(f), None, None, None);
+        let found = self.tx.update(t, key, |val| match version_of(val) {
+            Ok(o) => {
+                old = Some(o);
+                val[..HEADER].copy_from_slice(&v.to_be_bytes());
+                out = f.take().map(|f| f(&mut val[HEADER..]));
+            }
+            Err(e) => bad = Some(e),
+        })?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        self.a.txn.ops.push(Op::Read {
+            key: k,
+            version: old,
+        });
+        if found.is_some() {
+            self.a.txn.ops.push(Op::Write { key: k, version: v });
+        }
+        Ok(out)
+    }
+
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         // `insert` also observes the key's absence; a failed insert saw it
         // present, which the checker cannot name a version for, so it is

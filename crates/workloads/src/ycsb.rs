@@ -547,25 +547,27 @@ impl Ycsb {
                     tx.put(t, &key, buf)?;
                     continue;
                 }
-                let v = tx
-                    .get(t, &key)?
-                    .ok_or_else(|| TxError::user(format!("YCSB key {k} missing")))?;
-                if v.len() < 8 {
-                    return Err(TxError::user(format!(
-                        "YCSB key {k}: value of {} bytes",
-                        v.len()
-                    )));
-                }
+                let missing = || TxError::user(format!("YCSB key {k} missing"));
+                let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
                 if write {
-                    buf.clear();
-                    buf.extend_from_slice(v);
-                    let c = value_counter(buf).wrapping_add(1);
-                    buf[..8].copy_from_slice(&c.to_le_bytes());
-                    tx.put(t, &key, buf)?;
+                    // One copy: the design's read-modify-write.
+                    let bumped = tx.update(t, &key, |v| {
+                        if v.len() < 8 {
+                            return Err(v.len());
+                        }
+                        let c = value_counter(v).wrapping_add(1);
+                        v[..8].copy_from_slice(&c.to_le_bytes());
+                        Ok(())
+                    })?;
+                    bumped.ok_or_else(missing)?.map_err(short)?;
                     rmws += 1;
-                } else {
-                    acc = acc.wrapping_add(value_counter(v));
+                    continue;
                 }
+                let v = tx.get(t, &key)?.ok_or_else(missing)?;
+                if v.len() < 8 {
+                    return Err(short(v.len()));
+                }
+                acc = acc.wrapping_add(value_counter(v));
             }
             std::hint::black_box(acc);
             Ok(rmws)

@@ -405,6 +405,15 @@ impl Tx for Session<'_> {
         self.tx.put(t, key, value)
     }
 
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.tx.update(t, key, f)
+    }
+
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.tx.insert(t, key, value)
     }
@@ -774,6 +783,21 @@ impl Tx for Txn<'_> {
         d.value.clear();
         d.value.extend_from_slice(value);
         Ok(())
+    }
+
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        // Exclusive from the start (no shared lock to upgrade), and changed
+        // in place: the undo image is the only copy.
+        let i = self.acquire(t, key, Mode::Exclusive)?;
+        if !self.data(i).present {
+            return Ok(None);
+        }
+        Ok(Some(f(&mut self.data_mut(i).value)))
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
