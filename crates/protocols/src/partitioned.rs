@@ -7,8 +7,11 @@
 //!
 //! * The data is split by the workload's partition key ([`Partitioning`]:
 //!   the warehouse for TPC-C, a hash for YCSB and SmallBank). Each table
-//!   has one ordered map per partition, with no concurrency control of
-//!   its own (a `BTreeMap`): the partition lock is the only protection.
+//!   has one tree per partition: the index every design uses (Silo §5.4:
+//!   "the same B+-trees ... except we remove the concurrency control"),
+//!   touched by the partition lock's holder alone, so its node version
+//!   words are never contended (ARCHITECTURE.md says why they stay). The
+//!   tree maps a key to a row holding the value, short values inline.
 //! * Each partition has one spinlock on its own cache line. A procedure's
 //!   partitions come from its declaration ([`Declared::partition`] and
 //!   the partitions of its declared keys); it takes their locks in sorted
@@ -17,16 +20,15 @@
 //! * Tables whose rule is [`PartitionRule::Shared`] (TPC-C's ITEM) are one
 //!   map, read under any partition's lock and written only by a procedure
 //!   that holds every lock (loading).
-//! * Writes go in place; old values are kept in an undo buffer for a
-//!   rollback. There is nothing to validate: a procedure that holds its
-//!   partitions never conflicts, so it never aborts.
+//! * Writes go in place; old values are copied into an undo buffer for a
+//!   rollback (one byte arena, reused: no allocation per write). There is
+//!   nothing to validate: a procedure that holds its partitions never
+//!   conflicts, so it never aborts.
 //!
 //! An access outside the locked partitions is a bug in the procedure's
 //! declaration and fails with [`Error::Undeclared`] before it touches
 //! anything.
 
-use std::cell::UnsafeCell;
-use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -37,26 +39,64 @@ use granary_api::{
     TxRunner,
 };
 
+use granary_index::{Insert, Retired, Tree};
+
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::sync::{backoff, AtomicU64, Ordering};
+use crate::value::Tail;
 
 /// The most partitions a store has (bits of a lock mask).
 pub const MAX_PARTITIONS: usize = 1024;
 
-type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+/// A row: the value's bytes, in one block of their size (at least a
+/// cache line). No lock, no version: the partition lock is the only
+/// protection.
+type Row = Tail<()>;
 
 struct Table {
     name: String,
     rule: PartitionRule,
-    /// One map per partition (one in all for a shared table).
-    maps: Box<[UnsafeCell<Map>]>,
+    /// One tree per partition (one in all for a shared table), mapping a
+    /// key to a `*mut Row`.
+    trees: Box<[Tree]>,
 }
 
-// SAFETY: partition p's map is touched only by the holder of partition
-// p's lock; a shared table's map is read under any lock and written only
-// by the holder of every lock.
-unsafe impl Sync for Table {}
+/// The index's guard for a tree only its partition's holder touches: a
+/// partition's tree under its lock, a shared table's written only by the
+/// holder of every lock. Nothing another thread could read is retired,
+/// so retired memory is freed at once.
+struct Owner;
+
+// SAFETY: retired memory (the heap copy of a removed long key) is
+// unreachable from the tree, and no other thread is in the tree while
+// its owner writes it (above); the owner keeps no reference into tree
+// memory from one call to the next.
+unsafe impl granary_index::Guard for Owner {
+    fn retire(&mut self, garbage: Retired) {
+        // SAFETY: as above.
+        unsafe { garbage.reclaim() }
+    }
+}
+
+/// The row at an index value.
+///
+/// # Safety
+/// `v` is a value of a tree the caller holds (rows live until their key
+/// is removed or their row replaced, and that transaction commits).
+unsafe fn row<'a>(v: u64) -> &'a Row {
+    // SAFETY: the caller's contract.
+    unsafe { &*(v as *const Row) }
+}
+
+/// The value of the row at `v` (rows in a tree always have one).
+///
+/// # Safety
+/// As [`row`]; no one writes it meanwhile.
+unsafe fn row_value<'a>(v: u64) -> &'a [u8] {
+    // SAFETY: the caller's contract.
+    unsafe { row(v).value() }.expect("rows in a tree hold a value")
+}
 
 /// A partition's spinlock, and the commit key of its last transaction.
 #[derive(Default)]
@@ -119,7 +159,7 @@ impl Engine for Partitioned {
         self.0.tables.create(name, || Table {
             name: name.to_string(),
             rule,
-            maps: (0..n).map(|_| UnsafeCell::new(Map::new())).collect(),
+            trees: (0..n).map(|_| Tree::new()).collect(),
         })
     }
 
@@ -132,15 +172,79 @@ impl Engine for Partitioned {
             db: self.0.clone(),
             locked: Vec::new(),
             mask: vec![0; self.0.locks.len().div_ceil(64)],
-            undo: Vec::new(),
+            undo: Undo::default(),
             stats: Stats::default(),
             last_commit: 0,
         })
     }
 }
 
-/// (table, partition, key, old value): restored in reverse on rollback.
-type Undo = (TableId, u32, Vec<u8>, Option<Vec<u8>>);
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for t in self.tables.tables_mut() {
+            for tree in t.trees.iter_mut() {
+                // SAFETY: every value is a live row, in one tree once; the
+                // last runner is gone.
+                tree.for_each_value(|v| unsafe { Row::free(v as *mut Row) });
+            }
+        }
+    }
+}
+
+/// What a transaction changed, undone in reverse on rollback. Old values
+/// and keys are copied into one byte arena, kept from one transaction to
+/// the next.
+#[derive(Default)]
+struct Undo {
+    steps: Vec<Step>,
+    bytes: Vec<u8>,
+}
+
+/// One change; `at..at + len` is a range of [`Undo::bytes`].
+enum Step {
+    /// A row's value overwritten in place: its old bytes.
+    Overwrite { row: u64, at: u32, len: u32 },
+    /// A key added to table `t`'s partition `p`: the key.
+    Added {
+        t: TableId,
+        p: u32,
+        at: u32,
+        len: u32,
+    },
+    /// A key removed from table `t`'s partition `p`, with its row (freed
+    /// at commit).
+    Removed {
+        t: TableId,
+        p: u32,
+        at: u32,
+        len: u32,
+        row: u64,
+    },
+    /// A key's row replaced by a larger one, `new`: `old` is freed at
+    /// commit, `new` on rollback.
+    Replaced {
+        t: TableId,
+        p: u32,
+        at: u32,
+        len: u32,
+        old: u64,
+        new: u64,
+    },
+}
+
+impl Undo {
+    /// Copy `b` into the arena: where it starts.
+    fn keep(&mut self, b: &[u8]) -> (u32, u32) {
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(b);
+        (at, b.len() as u32)
+    }
+
+    fn clear(&mut self) {
+        self.steps.clear();
+        self.bytes.clear();
+    }
+}
 
 /// A worker thread's handle.
 pub struct Runner {
@@ -148,7 +252,7 @@ pub struct Runner {
     /// Partitions held, sorted.
     locked: Vec<u32>,
     mask: Vec<u64>,
-    undo: Vec<Undo>,
+    undo: Undo,
     stats: Stats,
     last_commit: u64,
 }
@@ -158,7 +262,7 @@ pub struct Txn<'r> {
     db: &'r Shared,
     mask: &'r [u64],
     all: bool,
-    undo: &'r mut Vec<Undo>,
+    undo: &'r mut Undo,
 }
 
 fn hash(key: &[u8]) -> u64 {
@@ -277,8 +381,9 @@ impl Runner {
             let r = body(&mut tx);
             if r.is_err() {
                 tx.rollback();
+            } else {
+                tx.commit();
             }
-            tx.undo.clear();
             r
         };
         if r.is_ok() {
@@ -348,7 +453,7 @@ impl TxRunner for Runner {
 }
 
 impl<'r> Txn<'r> {
-    /// The map holding `key` of table `t`, checked to be locked (for a
+    /// The tree holding `key` of table `t`, checked to be locked (for a
     /// write to a shared table: every partition locked).
     fn map(&self, t: TableId, key: &[u8], write: bool) -> Result<(&'r Table, u32), TxError> {
         check_key(key)?;
@@ -370,21 +475,62 @@ impl<'r> Txn<'r> {
         }
     }
 
+    /// Undo every change, newest first.
     fn rollback(&mut self) {
         let db: &Shared = self.db;
-        for (t, p, key, old) in self.undo.drain(..).rev() {
-            let table = db.tables.get(t).expect("written tables exist");
-            // SAFETY: partition p is still locked by this transaction.
-            let m = unsafe { &mut *table.maps[p as usize].get() };
-            match old {
-                Some(v) => {
-                    m.insert(key, v);
+        let undo = &mut *self.undo;
+        for step in undo.steps.drain(..).rev() {
+            let tree = |t: TableId, p: u32| {
+                &db.tables.get(t).expect("written tables exist").trees[p as usize]
+            };
+            let bytes = |at: u32, len: u32| &undo.bytes[at as usize..(at + len) as usize];
+            match step {
+                Step::Overwrite { row: r, at, len } => {
+                    // SAFETY: our partition's row, alive (a later removal
+                    // or replacement was undone first); its room held
+                    // these bytes before.
+                    let fits = unsafe { row(r).overwrite(Some(bytes(at, len))) };
+                    debug_assert!(fits);
                 }
-                None => {
-                    m.remove(&key);
+                Step::Added { t, p, at, len } => {
+                    let (v, _) = tree(t, p)
+                        .remove(bytes(at, len), &mut Owner)
+                        .expect("an added key is still there");
+                    // SAFETY: made by this transaction, unlinked above.
+                    unsafe { Row::free(v as *mut Row) };
+                }
+                Step::Removed { t, p, at, len, row } => {
+                    let r = tree(t, p).insert(bytes(at, len), row, &mut Owner);
+                    debug_assert!(matches!(r, Insert::Inserted(_)));
+                }
+                Step::Replaced {
+                    t,
+                    p,
+                    at,
+                    len,
+                    old,
+                    new,
+                } => {
+                    let back = tree(t, p).replace(bytes(at, len), new, old, &mut Owner);
+                    debug_assert!(back);
+                    // SAFETY: made by this transaction, unlinked above.
+                    unsafe { Row::free(new as *mut Row) };
                 }
             }
         }
+        undo.bytes.clear();
+    }
+
+    /// Free the rows of the keys this transaction removed (no one else
+    /// can reach them: they were unlinked under the partition's lock).
+    fn commit(&mut self) {
+        for step in &self.undo.steps {
+            if let &Step::Removed { row: r, .. } | &Step::Replaced { old: r, .. } = step {
+                // SAFETY: unlinked, and listed once.
+                unsafe { Row::free(r as *mut Row) };
+            }
+        }
+        self.undo.clear();
     }
 
     fn write(
@@ -398,35 +544,97 @@ impl<'r> Txn<'r> {
             check_value(v)?;
         }
         let (table, p) = self.map(t, key, true)?;
-        // SAFETY: locked (checked by `map`).
-        let m = unsafe { &mut *table.maps[p as usize].get() };
-        let old = match (m.get_mut(key), value) {
-            (Some(_), Some(_)) if must_be_new => return Err(Error::KeyExists.into()),
-            (Some(cur), Some(v)) => {
-                let old = std::mem::replace(cur, v.to_vec());
-                Some(Some(old))
+        let tree = &table.trees[p as usize];
+        let undo = &mut *self.undo;
+        if must_be_new {
+            // An insert: one descent (the key is new, or the insert fails).
+            let r = Row::alloc((), value, 0);
+            if let Insert::Exists { .. } = tree.insert(key, r as u64, &mut Owner) {
+                // SAFETY: never published.
+                unsafe { Row::free(r) };
+                return Err(Error::KeyExists.into());
             }
-            (None, Some(v)) => {
-                m.insert(key.to_vec(), v.to_vec());
-                Some(None)
-            }
-            (Some(_), None) => Some(m.remove(key)),
-            (None, None) => None,
-        };
-        let existed = matches!(old, Some(Some(_)));
-        if let Some(old) = old {
-            self.undo.push((t, p, key.to_vec(), old));
+            let (at, len) = undo.keep(key);
+            undo.steps.push(Step::Added { t, p, at, len });
+            return Ok(false);
         }
-        Ok(existed)
+        let found = tree.get(key, &Owner).value;
+        match (found, value) {
+            (Some(v), Some(new)) => {
+                // SAFETY: a row of our partition.
+                let (r, old) = unsafe { (row(v), row_value(v)) };
+                let (at, len) = undo.keep(old);
+                // SAFETY: as above; `old` is not used past this point.
+                if unsafe { r.overwrite(Some(new)) } {
+                    undo.steps.push(Step::Overwrite { row: v, at, len });
+                } else {
+                    // No room: a larger row takes its place.
+                    let n = Row::alloc((), Some(new), 0) as u64;
+                    let swapped = tree.replace(key, v, n, &mut Owner);
+                    debug_assert!(swapped);
+                    undo.bytes.truncate(at as usize);
+                    let (at, len) = undo.keep(key);
+                    undo.steps.push(Step::Replaced {
+                        t,
+                        p,
+                        at,
+                        len,
+                        old: v,
+                        new: n,
+                    });
+                }
+            }
+            (None, Some(new)) => {
+                let r = Row::alloc((), Some(new), 0) as u64;
+                let Insert::Inserted(_) = tree.insert(key, r, &mut Owner) else {
+                    unreachable!("absent under our lock");
+                };
+                let (at, len) = undo.keep(key);
+                undo.steps.push(Step::Added { t, p, at, len });
+            }
+            (Some(_), None) => {
+                let (v, _) = tree
+                    .remove(key, &mut Owner)
+                    .expect("present under our lock");
+                let (at, len) = undo.keep(key);
+                undo.steps.push(Step::Removed {
+                    t,
+                    p,
+                    at,
+                    len,
+                    row: v,
+                });
+            }
+            (None, None) => {}
+        }
+        Ok(found.is_some())
     }
 }
 
 impl Tx for Txn<'_> {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         let (table, p) = self.map(t, key, false)?;
-        // SAFETY: locked (checked by `map`); no one else writes it.
-        let m = unsafe { &*table.maps[p as usize].get() };
-        Ok(m.get(key).map(Vec::as_slice))
+        let v = table.trees[p as usize].get(key, &Owner).value;
+        // SAFETY: locked (checked by `map`): no one else writes it.
+        Ok(v.map(|v| unsafe { row_value(v) }))
+    }
+
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        let (table, p) = self.map(t, key, true)?;
+        let Some(v) = table.trees[p as usize].get(key, &Owner).value else {
+            return Ok(None);
+        };
+        // SAFETY: locked (checked by `map`).
+        let (at, len) = self.undo.keep(unsafe { row_value(v) });
+        self.undo.steps.push(Step::Overwrite { row: v, at, len });
+        // SAFETY: as above; the copy above is the last use of the bytes.
+        let bytes = unsafe { row(v).value_mut() }.expect("rows in a tree hold a value");
+        Ok(Some(f(bytes)))
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
@@ -453,25 +661,37 @@ impl Tx for Txn<'_> {
         let db: &Shared = self.db;
         let table = db.tables.get(t)?;
         check_bounds(lo, hi)?;
-        if self.all && table.maps.len() > 1 {
+        if limit == 0 {
+            return Ok(());
+        }
+        if self.all && table.trees.len() > 1 {
             // Holding every partition (a procedure that declared nothing,
             // such as a verification pass), a scan may cross them: merge
-            // the partitions' ranges in key order.
-            let mut rows: Vec<(&[u8], &[u8])> = Vec::new();
-            for m in table.maps.iter() {
-                // SAFETY: every partition is locked by this transaction.
-                let m = unsafe { &*m.get() };
-                rows.extend(
-                    m.range::<[u8], _>((lo, hi))
-                        .map(|(k, v)| (k.as_slice(), v.as_slice())),
+            // the partitions' ranges in key order (up to `limit` from
+            // each).
+            let mut rows: Vec<(Vec<u8>, u64)> = Vec::new();
+            for tree in table.trees.iter() {
+                let mut n = 0;
+                tree.scan(
+                    lo,
+                    hi,
+                    reverse,
+                    &Owner,
+                    |_, _| {},
+                    |k, v| {
+                        rows.push((k.to_vec(), v));
+                        n += 1;
+                        n < limit
+                    },
                 );
             }
-            rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             if reverse {
                 rows.reverse();
             }
             for (k, v) in rows.into_iter().take(limit) {
-                if !f(k, v) {
+                // SAFETY: every partition is locked by this transaction.
+                if !f(&k, unsafe { row_value(v) }) {
                     break;
                 }
             }
@@ -517,30 +737,20 @@ impl Tx for Txn<'_> {
             ))
             .into());
         }
-        // SAFETY: locked (checked by `map`).
-        let m = unsafe { &*table.maps[p as usize].get() };
-        let range = m.range::<[u8], _>((lo, hi));
         let mut n = 0;
-        let mut visit = |(k, v): (&Vec<u8>, &Vec<u8>)| {
-            n += 1;
-            f(k, v) && n < limit
-        };
-        if limit == 0 {
-            return Ok(());
-        }
-        if reverse {
-            for e in range.rev() {
-                if !visit(e) {
-                    break;
-                }
-            }
-        } else {
-            for e in range {
-                if !visit(e) {
-                    break;
-                }
-            }
-        }
+        let tree = &table.trees[p as usize];
+        tree.scan(
+            lo,
+            hi,
+            reverse,
+            &Owner,
+            |_, _| {},
+            |k, v| {
+                n += 1;
+                // SAFETY: locked (checked by `map`).
+                f(k, unsafe { row_value(v) }) && n < limit
+            },
+        );
         Ok(())
     }
 }
@@ -654,6 +864,37 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(keys, [5, 4, 3, 2, 1]);
+    }
+
+    /// A value that outgrows its row gets a larger row; a rollback puts
+    /// the old row back, and in-place updates roll back too.
+    #[test]
+    fn outgrown_rows_are_replaced_and_rolled_back() {
+        let db = Partitioned::new(2, by_name).unwrap();
+        let h = db.create_table("h").unwrap();
+        let mut r = db.runner().unwrap();
+        let get = |r: &mut Runner| {
+            r.try_run(|tx| Ok(tx.get(h, b"k")?.map(<[u8]>::to_vec)))
+                .unwrap()
+                .unwrap()
+        };
+        r.try_run(|tx| tx.put(h, b"k", b"short")).unwrap().unwrap();
+        let e = r.try_run(|tx| {
+            tx.put(h, b"k", &[1; 500])?;
+            tx.update(h, b"k", |v| v[0] = 2)?;
+            tx.put(h, b"k", &[3; 2000])?;
+            Err::<(), _>(TxError::rollback())
+        });
+        assert!(matches!(e, Err(Error::RolledBack)));
+        assert_eq!(get(&mut r).as_deref(), Some(&b"short"[..]));
+        r.try_run(|tx| {
+            tx.put(h, b"k", &[1; 500])?;
+            tx.update(h, b"k", |v| v[0] = 2)
+        })
+        .unwrap()
+        .unwrap();
+        let v = get(&mut r).unwrap();
+        assert_eq!((v.len(), v[0], v[1]), (500, 2, 1));
     }
 
     #[test]

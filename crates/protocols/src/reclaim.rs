@@ -37,15 +37,16 @@ pub(crate) unsafe fn retire_box<T: Send + 'static>(g: &Guard, p: *mut T) {
     }
 }
 
-/// Free every `Box<T>` in `ps` (addresses of boxes turned raw) once no
-/// pinned thread can see them: one deferred call for the lot. crossbeam
-/// runs a bounded number of deferred calls each time a thread pins, so a
-/// design that retires a handful of objects per transaction, one call
-/// each, outruns it and its garbage grows without bound.
+/// Free every object in `ps` (addresses) with `free` once no pinned
+/// thread can see them: one deferred call for the lot. crossbeam runs a
+/// bounded number of deferred calls each time a thread pins, so a design
+/// that retires a handful of objects per transaction, one call each,
+/// outruns it and its garbage grows without bound.
 ///
 /// # Safety
-/// As [`retire_box`], for each address.
-pub(crate) unsafe fn retire_boxes<T: Send + 'static>(g: &Guard, ps: Vec<usize>) {
+/// Each address is unreachable for threads that pin from now on, retired
+/// once, and `free` is its destructor.
+pub(crate) unsafe fn retire_all(g: &Guard, ps: Vec<usize>, free: unsafe fn(usize)) {
     if ps.is_empty() {
         return;
     }
@@ -53,7 +54,7 @@ pub(crate) unsafe fn retire_boxes<T: Send + 'static>(g: &Guard, ps: Vec<usize>) 
     unsafe {
         g.defer_unchecked(move || {
             for p in ps {
-                drop(Box::from_raw(p as *mut T));
+                free(p);
             }
         });
     }
