@@ -111,7 +111,7 @@ pub fn write_skew_never_commits<E: Engine>(make: impl Fn() -> E) {
 /// N threads × M increments of one counter: the final value equals the
 /// number of committed increments (no lost update, at any level). Half
 /// the threads read then write, half change the value in place through
-/// [`Tx::update`](granary_api::Tx::update).
+/// [`Tx::update`].
 pub fn counter_increments_add_up<E: Engine>(make: impl Fn() -> E) {
     let db = make();
     let t = db.create_table("c").unwrap();
