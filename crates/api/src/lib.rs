@@ -19,6 +19,9 @@
 //!   designs that can run them; a session never waits for another.
 //! * [`Declared`]: a procedure's read and write sets, for designs that plan
 //!   or lock up front.
+//! * [`Procedure`] / [`Body`]: a transaction as a value that can cross
+//!   threads, for pipelined designs (BOHM); a client keeps
+//!   [`TxRunner::window`] of them in flight.
 //! * [`Error`], [`TxError`] and [`AbortReason`]: failures are errors,
 //!   conflicts are outcomes, counted by reason.
 //! * [`keys`]: order-preserving composite keys; [`SecondaryIndex`]: a
@@ -50,12 +53,14 @@
 mod error;
 mod interactive;
 pub mod keys;
+mod procedure;
 mod secondary;
 mod stats;
 mod tx;
 
 pub use error::{AbortReason, Error, TxError};
 pub use interactive::{Interactive, InteractiveTx};
+pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;
 pub use stats::{ticks, Profile, Stats};
 pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, Tx, TxRunner};

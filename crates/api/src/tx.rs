@@ -13,6 +13,7 @@
 use std::ops::Bound;
 
 use crate::error::{AbortReason, Error, TxError};
+use crate::procedure::{Body, Done, Procedure};
 use crate::stats::{Profile, Stats};
 use crate::TableId;
 
@@ -357,6 +358,45 @@ pub trait TxRunner {
     /// optimistically (Silo) never pay for planning. Default: no.
     fn uses_declared(&self) -> bool {
         false
+    }
+
+    /// How many submitted procedures a client keeps in flight. 1 (the
+    /// default): the design runs each procedure in place, on the client's
+    /// thread, as [`try_run_declared`](TxRunner::try_run_declared) — every
+    /// design of the runner shape. More: a pipelined design (BOHM), whose
+    /// clients hand procedures over with [`submit`](TxRunner::submit)
+    /// and collect them with [`poll`](TxRunner::poll).
+    fn window(&self) -> usize {
+        1
+    }
+
+    /// Hand `p` over to a pipelined design ([`window`](TxRunner::window)
+    /// above 1); it comes back through [`poll`](TxRunner::poll) once it
+    /// has committed, rolled back or failed (conflicts are retried by the
+    /// design). Designs of the runner shape refuse it: their clients run
+    /// procedures in place.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] from a design that runs procedures in
+    /// place; a pipelined design's own failure.
+    #[allow(clippy::boxed_local)] // the box is what a pipelined design queues
+    fn submit<B: Body>(&mut self, p: Box<Procedure<B>>) -> Result<(), Error> {
+        let _ = p;
+        Err(Error::InvalidOption(
+            "this design runs procedures in place (window 1); submit is for pipelined designs"
+                .into(),
+        ))
+    }
+
+    /// Move the procedures submitted through this runner that have
+    /// finished into `done`; with `wait`, first block until at least one
+    /// has, if any is in flight. The default has none in flight.
+    ///
+    /// # Errors
+    /// A pipelined design's failure.
+    fn poll<B: Body>(&mut self, wait: bool, done: &mut Vec<Done<B>>) -> Result<(), Error> {
+        let _ = (wait, done);
+        Ok(())
     }
 
     /// The protocol's commit-order key of this worker's last committed

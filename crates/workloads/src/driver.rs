@@ -13,7 +13,9 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use granary_api::{AbortReason, Declared, Engine, Error, Tx, TxError, TxRunner};
+use granary_api::{
+    AbortReason, Body, Declared, Done, Engine, Error, Procedure, Tx, TxError, TxRunner,
+};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -50,6 +52,21 @@ pub trait Workload: Sync {
         t: &mut Self::Thread,
         exec: &mut Exec<'_, R>,
     ) -> Result<(), Error>;
+
+    /// After the last [`Workload::run_one`] of a thread: wait for the
+    /// procedures it still has in flight ([`Exec::drain`]) and account
+    /// for them. The default has none.
+    ///
+    /// # Errors
+    /// An engine error.
+    fn finish<R: TxRunner>(
+        &self,
+        t: &mut Self::Thread,
+        exec: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        let _ = (t, exec);
+        Ok(())
+    }
 
     /// Check the workload's invariants on the final state (after the run).
     /// Returns the violations found.
@@ -293,6 +310,10 @@ pub struct Exec<'a, R: TxRunner> {
     breakdown: bool,
     /// The runner's [`TxRunner::uses_declared`], asked once.
     declares: bool,
+    /// The runner's [`TxRunner::window`], asked once.
+    window: usize,
+    /// Procedures submitted to a pipelined design and not yet back.
+    in_flight: usize,
 }
 
 impl<R: TxRunner> Exec<'_, R> {
@@ -424,6 +445,81 @@ impl<R: TxRunner> Exec<'_, R> {
         Ok(out)
     }
 
+    /// Run procedure `p`, or hand it over to a pipelined design. The
+    /// procedures that have finished by the time this returns are pushed
+    /// to `done` for the workload to account for and reuse: `p` itself
+    /// (committed or rolled back) under a design of the runner shape, any
+    /// of those in flight under a pipelined one, which keeps up to
+    /// [`TxRunner::window`] in flight and blocks only when that many are.
+    ///
+    /// # Errors
+    /// As for [`Exec::txn`]; under a pipelined design, the failure of any
+    /// procedure that finished.
+    #[inline(never)]
+    pub fn submit<B: Body>(
+        &mut self,
+        mut p: Box<Procedure<B>>,
+        done: &mut Vec<Done<B>>,
+    ) -> Result<(), Error> {
+        if self.window <= 1 {
+            let ty = p.kind;
+            let (declared, body) = p.parts();
+            let outcome = self.run_txn(ty, declared, |tx| body.run(tx))?;
+            done.push(Done {
+                procedure: p,
+                outcome: Ok(outcome),
+            });
+            return Ok(());
+        }
+        self.tick += 1;
+        p.submitted = (self.tick >= self.latency_every).then(|| {
+            self.tick = 0;
+            Instant::now()
+        });
+        self.runner.submit(p)?;
+        self.in_flight += 1;
+        let from = done.len();
+        self.runner.poll(self.in_flight >= self.window, done)?;
+        self.account(&mut done[from..])
+    }
+
+    /// Wait for every procedure in flight under a pipelined design,
+    /// pushing them to `done` (nothing to wait for under the others).
+    ///
+    /// # Errors
+    /// As for [`Exec::submit`].
+    pub fn drain<B: Body>(&mut self, done: &mut Vec<Done<B>>) -> Result<(), Error> {
+        while self.in_flight > 0 {
+            let from = done.len();
+            self.runner.poll(true, done)?;
+            self.account(&mut done[from..])?;
+        }
+        Ok(())
+    }
+
+    /// Count procedures a pipelined design handed back.
+    fn account<B: Body>(&mut self, done: &mut [Done<B>]) -> Result<(), Error> {
+        for d in done {
+            self.in_flight -= 1;
+            let ty = d.procedure.kind;
+            match &d.outcome {
+                Ok(Some(_)) => self.tally.commits[ty] += 1,
+                Ok(None) => self.tally.user_aborts[ty] += 1,
+                Err(_) => {
+                    let failed = std::mem::replace(&mut d.outcome, Ok(None));
+                    return failed.map(|_| ());
+                }
+            }
+            if let Some(s) = d.procedure.submitted.take() {
+                let ns = (s.elapsed().as_nanos() as u64).max(1);
+                self.tally.latency[ty].saturating_record(ns);
+            }
+            self.completed += 1;
+        }
+        self.live.completed.store(self.completed, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// The underlying runner (for read-only snapshot transactions and
     /// other protocol-specific calls).
     pub fn runner(&mut self) -> &mut R {
@@ -478,6 +574,7 @@ pub fn run<W: Workload, E: Engine>(
                     let mut runner = runner?;
                     let mut t = w.thread(id, cfg.threads, cfg.seed);
                     let declares = runner.uses_declared();
+                    let window = runner.window();
                     let mut exec = Exec {
                         runner: &mut runner,
                         tally: Tally::new(types.len()),
@@ -491,6 +588,8 @@ pub fn run<W: Workload, E: Engine>(
                         tick: 0,
                         breakdown: cfg.breakdown,
                         declares,
+                        window,
+                        in_flight: 0,
                     };
                     exec.runner.set_profiling(cfg.breakdown);
                     let mut measuring = false;
@@ -511,6 +610,14 @@ pub fn run<W: Workload, E: Engine>(
                             return Err(e);
                         }
                     }
+                    // Procedures still in flight finish; they count only
+                    // in the workload's own books (its invariants), not in
+                    // the throughput of a period that is over.
+                    let measured = exec.completed - base;
+                    if let Err(e) = w.finish(&mut t, &mut exec) {
+                        phase.store(STOP, Ordering::Relaxed);
+                        return Err(e);
+                    }
                     // Let the last timed transactions become durable, so
                     // the slowest are not left out of the distribution.
                     if let Some(p) = &mut exec.pending {
@@ -520,7 +627,7 @@ pub fn run<W: Workload, E: Engine>(
                             p.settle(&mut exec.tally.durable);
                         }
                     }
-                    Ok((exec.tally, exec.completed - base))
+                    Ok((exec.tally, measured))
                 })
             })
             .collect();

@@ -51,7 +51,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use granary_api::{Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{Body, Done, Engine, Error, Procedure, TableId, Tx, TxError, TxRunner};
 
 use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
@@ -210,8 +210,11 @@ pub struct SmallBank {
 /// the hot path touches no shared memory).
 pub struct SmallBankThread {
     rng: Rng,
-    /// The running transaction's declared read and write sets.
-    declared: granary_api::Declared,
+    /// Procedures back from the engine, to be reused.
+    #[allow(clippy::vec_box)] // boxes travel to the engine and back
+    spare: Vec<Box<Procedure<SmallBankTxn>>>,
+    /// Procedures the engine has just finished.
+    done: Vec<Done<SmallBankTxn>>,
     deltas: Vec<i64>,
     sink: Arc<Mutex<Vec<i64>>>,
 }
@@ -223,6 +226,137 @@ impl Drop for SmallBankThread {
         for (a, d) in all.iter_mut().zip(&self.deltas) {
             *a += d;
         }
+    }
+}
+
+/// The transactions, on the tables: what a procedure runs, wherever it
+/// runs (in place, or handed to a pipelined design).
+impl Tables {
+    /// Resolve a customer's name to its id (every transaction's first step).
+    ///
+    /// # Errors
+    /// A conflict, or a user error if the name is unknown.
+    pub fn lookup<T: Tx>(&self, tx: &mut T, c: u64) -> Result<u64, TxError> {
+        let t = self;
+        match tx.get(t.account, &name(c))? {
+            Some(v) if v.len() == 8 => Ok(u64::from_be_bytes(v.try_into().expect("8 bytes"))),
+            Some(v) => Err(TxError::user(format!(
+                "account: bad row of {} bytes",
+                v.len()
+            ))),
+            None => Err(TxError::user(format!("account: no customer named {c}"))),
+        }
+    }
+
+    /// Balance: savings + checking of customer `c` (read-only). Returns
+    /// the total.
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn balance<T: Tx>(&self, tx: &mut T, c: u64) -> Result<i64, TxError> {
+        let t = self;
+        let id = self.lookup(tx, c)?;
+        let s = balance_of(tx, t.savings, id, "savings")?;
+        let k = balance_of(tx, t.checking, id, "checking")?;
+        Ok(s + k)
+    }
+
+    /// DepositChecking: checking += `v`. Returns the net money change.
+    ///
+    /// # Errors
+    /// A conflict; [`TxError::rollback`] if `v` is negative.
+    pub fn deposit_checking<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
+        if v < 0 {
+            return Err(TxError::rollback());
+        }
+        let t = self;
+        let id = self.lookup(tx, c)?;
+        let k = balance_of(tx, t.checking, id, "checking")?;
+        set_balance(tx, t.checking, id, k + v)?;
+        Ok(v)
+    }
+
+    /// TransactSavings: savings += `v` (a deposit or, negative, a
+    /// withdrawal). Returns the net money change.
+    ///
+    /// # Errors
+    /// A conflict; [`TxError::rollback`] if savings would go negative.
+    pub fn transact_savings<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
+        let t = self;
+        let id = self.lookup(tx, c)?;
+        let s = balance_of(tx, t.savings, id, "savings")?;
+        if s + v < 0 {
+            return Err(TxError::rollback());
+        }
+        set_balance(tx, t.savings, id, s + v)?;
+        Ok(v)
+    }
+
+    /// Amalgamate: move all of `a`'s savings and checking into `b`'s
+    /// checking. Returns the net money change (per customer: `a` loses
+    /// what `b` gains), i.e. the amount moved.
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn amalgamate<T: Tx>(&self, tx: &mut T, a: u64, b: u64) -> Result<i64, TxError> {
+        let t = self;
+        let ia = self.lookup(tx, a)?;
+        let ib = self.lookup(tx, b)?;
+        let sa = balance_of(tx, t.savings, ia, "savings")?;
+        let ka = balance_of(tx, t.checking, ia, "checking")?;
+        let kb = balance_of(tx, t.checking, ib, "checking")?;
+        set_balance(tx, t.savings, ia, 0)?;
+        set_balance(tx, t.checking, ia, 0)?;
+        set_balance(tx, t.checking, ib, kb + sa + ka)?;
+        Ok(sa + ka)
+    }
+
+    /// WriteCheck: checking −= `v`, plus a [`PENALTY_CENTS`] penalty if
+    /// savings + checking < `v` (checking may go negative). Returns the net
+    /// money change (negative).
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn write_check<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
+        let t = self;
+        let id = self.lookup(tx, c)?;
+        let s = balance_of(tx, t.savings, id, "savings")?;
+        let k = balance_of(tx, t.checking, id, "checking")?;
+        let debit = if s + k < v { v + PENALTY_CENTS } else { v };
+        set_balance(tx, t.checking, id, k - debit)?;
+        Ok(-debit)
+    }
+
+    /// SendPayment: move `v` from `a`'s checking to `b`'s. Returns the
+    /// amount moved.
+    ///
+    /// # Errors
+    /// A conflict; [`TxError::rollback`] if `a`'s checking is below `v`.
+    pub fn send_payment<T: Tx>(&self, tx: &mut T, a: u64, b: u64, v: i64) -> Result<i64, TxError> {
+        let t = self;
+        let ia = self.lookup(tx, a)?;
+        let ib = self.lookup(tx, b)?;
+        let ka = balance_of(tx, t.checking, ia, "checking")?;
+        if ka < v {
+            return Err(TxError::rollback());
+        }
+        let kb = balance_of(tx, t.checking, ib, "checking")?;
+        set_balance(tx, t.checking, ia, ka - v)?;
+        set_balance(tx, t.checking, ib, kb + v)?;
+        Ok(v)
+    }
+
+    /// Savings and checking of customer id `c`, read directly (for tests
+    /// and verification).
+    ///
+    /// # Errors
+    /// A conflict, or a user error for a missing row.
+    pub fn balances<T: Tx>(&self, tx: &mut T, c: u64) -> Result<(i64, i64), TxError> {
+        let t = self;
+        Ok((
+            balance_of(tx, t.savings, c, "savings")?,
+            balance_of(tx, t.checking, c, "checking")?,
+        ))
     }
 }
 
@@ -338,131 +472,68 @@ impl SmallBank {
         (one(), one())
     }
 
-    /// Resolve a customer's name to its id (every transaction's first step).
+    /// [`Tables::lookup`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict, or a user error if the name is unknown.
+    /// As there; a user error before the workload is loaded.
     pub fn lookup<T: Tx>(&self, tx: &mut T, c: u64) -> Result<u64, TxError> {
-        let t = self.t()?;
-        match tx.get(t.account, &name(c))? {
-            Some(v) if v.len() == 8 => Ok(u64::from_be_bytes(v.try_into().expect("8 bytes"))),
-            Some(v) => Err(TxError::user(format!(
-                "account: bad row of {} bytes",
-                v.len()
-            ))),
-            None => Err(TxError::user(format!("account: no customer named {c}"))),
-        }
+        self.t()?.lookup(tx, c)
     }
 
-    /// Balance: savings + checking of customer `c` (read-only). Returns
-    /// the total.
+    /// [`Tables::balance`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict, or a user error for a missing row.
+    /// As there; a user error before the workload is loaded.
     pub fn balance<T: Tx>(&self, tx: &mut T, c: u64) -> Result<i64, TxError> {
-        let t = self.t()?;
-        let id = self.lookup(tx, c)?;
-        let s = balance_of(tx, t.savings, id, "savings")?;
-        let k = balance_of(tx, t.checking, id, "checking")?;
-        Ok(s + k)
+        self.t()?.balance(tx, c)
     }
 
-    /// DepositChecking: checking += `v`. Returns the net money change.
+    /// [`Tables::deposit_checking`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict; [`TxError::rollback`] if `v` is negative.
+    /// As there; a user error before the workload is loaded.
     pub fn deposit_checking<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
-        if v < 0 {
-            return Err(TxError::rollback());
-        }
-        let t = self.t()?;
-        let id = self.lookup(tx, c)?;
-        let k = balance_of(tx, t.checking, id, "checking")?;
-        set_balance(tx, t.checking, id, k + v)?;
-        Ok(v)
+        self.t()?.deposit_checking(tx, c, v)
     }
 
-    /// TransactSavings: savings += `v` (a deposit or, negative, a
-    /// withdrawal). Returns the net money change.
+    /// [`Tables::transact_savings`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict; [`TxError::rollback`] if savings would go negative.
+    /// As there; a user error before the workload is loaded.
     pub fn transact_savings<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
-        let t = self.t()?;
-        let id = self.lookup(tx, c)?;
-        let s = balance_of(tx, t.savings, id, "savings")?;
-        if s + v < 0 {
-            return Err(TxError::rollback());
-        }
-        set_balance(tx, t.savings, id, s + v)?;
-        Ok(v)
+        self.t()?.transact_savings(tx, c, v)
     }
 
-    /// Amalgamate: move all of `a`'s savings and checking into `b`'s
-    /// checking. Returns the net money change (per customer: `a` loses
-    /// what `b` gains), i.e. the amount moved.
+    /// [`Tables::amalgamate`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict, or a user error for a missing row.
+    /// As there; a user error before the workload is loaded.
     pub fn amalgamate<T: Tx>(&self, tx: &mut T, a: u64, b: u64) -> Result<i64, TxError> {
-        let t = self.t()?;
-        let ia = self.lookup(tx, a)?;
-        let ib = self.lookup(tx, b)?;
-        let sa = balance_of(tx, t.savings, ia, "savings")?;
-        let ka = balance_of(tx, t.checking, ia, "checking")?;
-        let kb = balance_of(tx, t.checking, ib, "checking")?;
-        set_balance(tx, t.savings, ia, 0)?;
-        set_balance(tx, t.checking, ia, 0)?;
-        set_balance(tx, t.checking, ib, kb + sa + ka)?;
-        Ok(sa + ka)
+        self.t()?.amalgamate(tx, a, b)
     }
 
-    /// WriteCheck: checking −= `v`, plus a [`PENALTY_CENTS`] penalty if
-    /// savings + checking < `v` (checking may go negative). Returns the net
-    /// money change (negative).
+    /// [`Tables::write_check`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict, or a user error for a missing row.
+    /// As there; a user error before the workload is loaded.
     pub fn write_check<T: Tx>(&self, tx: &mut T, c: u64, v: i64) -> Result<i64, TxError> {
-        let t = self.t()?;
-        let id = self.lookup(tx, c)?;
-        let s = balance_of(tx, t.savings, id, "savings")?;
-        let k = balance_of(tx, t.checking, id, "checking")?;
-        let debit = if s + k < v { v + PENALTY_CENTS } else { v };
-        set_balance(tx, t.checking, id, k - debit)?;
-        Ok(-debit)
+        self.t()?.write_check(tx, c, v)
     }
 
-    /// SendPayment: move `v` from `a`'s checking to `b`'s. Returns the
-    /// amount moved.
+    /// [`Tables::send_payment`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict; [`TxError::rollback`] if `a`'s checking is below `v`.
+    /// As there; a user error before the workload is loaded.
     pub fn send_payment<T: Tx>(&self, tx: &mut T, a: u64, b: u64, v: i64) -> Result<i64, TxError> {
-        let t = self.t()?;
-        let ia = self.lookup(tx, a)?;
-        let ib = self.lookup(tx, b)?;
-        let ka = balance_of(tx, t.checking, ia, "checking")?;
-        if ka < v {
-            return Err(TxError::rollback());
-        }
-        let kb = balance_of(tx, t.checking, ib, "checking")?;
-        set_balance(tx, t.checking, ia, ka - v)?;
-        set_balance(tx, t.checking, ib, kb + v)?;
-        Ok(v)
+        self.t()?.send_payment(tx, a, b, v)
     }
 
-    /// Savings and checking of customer id `c`, read directly (for tests
-    /// and verification).
+    /// [`Tables::balances`] on this workload's tables.
     ///
     /// # Errors
-    /// A conflict, or a user error for a missing row.
+    /// As there; a user error before the workload is loaded.
     pub fn balances<T: Tx>(&self, tx: &mut T, c: u64) -> Result<(i64, i64), TxError> {
-        let t = self.t()?;
-        Ok((
-            balance_of(tx, t.savings, c, "savings")?,
-            balance_of(tx, t.checking, c, "checking")?,
-        ))
+        self.t()?.balances(tx, c)
     }
 
     fn customer(&self, rng: &mut Rng) -> u64 {
@@ -538,23 +609,6 @@ impl SmallBank {
         Ok(())
     }
 
-    /// `d`, filled by [`SmallBank::declare`], if the protocol reads
-    /// declarations; `None` (nothing built) if not.
-    fn plan<'d, R: TxRunner>(
-        &self,
-        ex: &Exec<'_, R>,
-        d: &'d mut granary_api::Declared,
-        ty: TxType,
-        a: u64,
-        b: u64,
-    ) -> Result<Option<&'d granary_api::Declared>, Error> {
-        if !ex.uses_declared() {
-            return Ok(None);
-        }
-        self.declare(d, ty, a, b)?;
-        Ok(Some(d))
-    }
-
     fn amount(rng: &mut Rng) -> i64 {
         1 + rng.below(MAX_AMOUNT_CENTS as u64) as i64
     }
@@ -567,81 +621,102 @@ impl SmallBank {
         th: &mut SmallBankThread,
         ex: &mut Exec<'_, R>,
     ) -> Result<(), Error> {
-        let spin_for = Duration::from_micros(self.cfg.spin_us);
         let rng = &mut th.rng;
-        let d = &mut th.declared;
-        // Each body returns [(customer, delta); 2] for the customers whose
-        // money it changed (delta 0 where none).
-        let i = ty.index();
-        let out: Option<[(u64, i64); 2]> = match ty {
-            TxType::Balance => {
+        let (a, b, v) = match ty {
+            TxType::Balance => (self.customer(rng), 0, 0),
+            TxType::DepositChecking | TxType::WriteCheck => {
                 let c = self.customer(rng);
-                let d = self.plan(ex, d, ty, c, c)?;
-                ex.txn_declared(i, d, |tx| {
-                    let r = self.balance(tx, c);
-                    spin(spin_for);
-                    r?;
-                    Ok([(c, 0), (c, 0)])
-                })?
-            }
-            TxType::DepositChecking => {
-                let (c, v) = (self.customer(rng), Self::amount(rng));
-                let d = self.plan(ex, d, ty, c, c)?;
-                ex.txn_declared(i, d, |tx| {
-                    let r = self.deposit_checking(tx, c, v);
-                    spin(spin_for);
-                    let d = r?;
-                    Ok([(c, d), (c, 0)])
-                })?
+                (c, 0, Self::amount(rng))
             }
             TxType::TransactSavings => {
                 let c = self.customer(rng);
                 let v = rng.below(2 * MAX_AMOUNT_CENTS as u64 + 1) as i64 - MAX_AMOUNT_CENTS;
-                let d = self.plan(ex, d, ty, c, c)?;
-                ex.txn_declared(i, d, |tx| {
-                    let r = self.transact_savings(tx, c, v);
-                    spin(spin_for);
-                    let d = r?;
-                    Ok([(c, d), (c, 0)])
-                })?
+                (c, 0, v)
             }
             TxType::Amalgamate => {
                 let (a, b) = self.two_customers(rng);
-                let d = self.plan(ex, d, ty, a, b)?;
-                ex.txn_declared(i, d, |tx| {
-                    let r = self.amalgamate(tx, a, b);
-                    spin(spin_for);
-                    let moved = r?;
-                    Ok([(a, -moved), (b, moved)])
-                })?
-            }
-            TxType::WriteCheck => {
-                let (c, v) = (self.customer(rng), Self::amount(rng));
-                let d = self.plan(ex, d, ty, c, c)?;
-                ex.txn_declared(i, d, |tx| {
-                    let r = self.write_check(tx, c, v);
-                    spin(spin_for);
-                    let d = r?;
-                    Ok([(c, d), (c, 0)])
-                })?
+                (a, b, 0)
             }
             TxType::SendPayment => {
                 let (a, b) = self.two_customers(rng);
-                let v = Self::amount(rng);
-                let d = self.plan(ex, d, ty, a, b)?;
-                ex.txn_declared(i, d, |tx| {
-                    let r = self.send_payment(tx, a, b, v);
-                    spin(spin_for);
-                    let moved = r?;
-                    Ok([(a, -moved), (b, moved)])
-                })?
+                (a, b, Self::amount(rng))
             }
         };
-        // Only a committed attempt's deltas count (`None`: rolled back).
-        for (c, d) in out.into_iter().flatten() {
-            th.deltas[c as usize] += d;
+        let t = self
+            .t()
+            .map_err(|_| Error::InvalidOption("SmallBank: run before load".into()))?;
+        let spin = Duration::from_micros(self.cfg.spin_us);
+        let mut p = th.spare.pop().unwrap_or_else(|| {
+            let body = SmallBankTxn {
+                t,
+                ty,
+                a,
+                b,
+                v,
+                spin,
+            };
+            Procedure::new(ty.index(), body)
+        });
+        p.kind = ty.index();
+        p.body.ty = ty;
+        (p.body.a, p.body.b, p.body.v) = (a, b, v);
+        p.planned = ex.uses_declared();
+        if p.planned {
+            self.declare(&mut p.declared, ty, a, b)?;
         }
+        ex.submit(p, &mut th.done)?;
+        th.settle();
         Ok(())
+    }
+}
+
+/// A SmallBank transaction as a value: its type and parameters, run
+/// against any design (in place, or handed to a pipelined one).
+pub struct SmallBankTxn {
+    t: Tables,
+    ty: TxType,
+    /// The customer (or the first of two).
+    a: u64,
+    /// The second customer (Amalgamate, SendPayment).
+    b: u64,
+    /// The amount, cents.
+    v: i64,
+    /// Busy time after the work (BOHM's SmallBank spins).
+    spin: Duration,
+}
+
+impl Body for SmallBankTxn {
+    /// (customer, change of its money) for the customers whose money it
+    /// changed (delta 0 where none).
+    type Output = [(u64, i64); 2];
+
+    fn run<T: Tx>(&mut self, tx: &mut T) -> Result<[(u64, i64); 2], TxError> {
+        let (t, a, b, v) = (&self.t, self.a, self.b, self.v);
+        let r = match self.ty {
+            TxType::Balance => t.balance(tx, a).map(|_| [(a, 0), (a, 0)]),
+            TxType::DepositChecking => t.deposit_checking(tx, a, v).map(|d| [(a, d), (a, 0)]),
+            TxType::TransactSavings => t.transact_savings(tx, a, v).map(|d| [(a, d), (a, 0)]),
+            TxType::Amalgamate => t.amalgamate(tx, a, b).map(|m| [(a, -m), (b, m)]),
+            TxType::WriteCheck => t.write_check(tx, a, v).map(|d| [(a, d), (a, 0)]),
+            TxType::SendPayment => t.send_payment(tx, a, b, v).map(|m| [(a, -m), (b, m)]),
+        };
+        spin(self.spin);
+        r
+    }
+}
+
+impl SmallBankThread {
+    /// Take back the procedures the engine finished, crediting the money
+    /// each committed one moved (a rolled-back one moved none).
+    fn settle(&mut self) {
+        for d in self.done.drain(..) {
+            if let Ok(Some(changes)) = d.outcome {
+                for (c, delta) in changes {
+                    self.deltas[c as usize] += delta;
+                }
+            }
+            self.spare.push(d.procedure);
+        }
     }
 }
 
@@ -679,7 +754,8 @@ impl Workload for SmallBank {
     fn thread(&self, id: usize, _threads: usize, seed: u64) -> SmallBankThread {
         SmallBankThread {
             rng: Rng::new(seed, id as u64 + 1),
-            declared: granary_api::Declared::new(),
+            spare: Vec::new(),
+            done: Vec::new(),
             deltas: vec![0; self.cfg.customers as usize],
             sink: Arc::clone(&self.deltas),
         }
@@ -692,6 +768,16 @@ impl Workload for SmallBank {
     ) -> Result<(), Error> {
         let ty = self.cfg.mix.pick(th.rng.below(100) as u32);
         self.run_type(ty, th, ex)
+    }
+
+    fn finish<R: TxRunner>(
+        &self,
+        th: &mut SmallBankThread,
+        ex: &mut Exec<'_, R>,
+    ) -> Result<(), Error> {
+        ex.drain(&mut th.done)?;
+        th.settle();
+        Ok(())
     }
 
     fn verify<E: Engine>(&self, engine: &E) -> Result<Vec<String>, Error> {

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use granary_api::{Engine, Error, ReadOnly, TableId, Tx, TxError, TxRunner};
+use granary_api::{Body, Done, Engine, Error, Procedure, ReadOnly, TableId, Tx, TxError, TxRunner};
 use serde::Serialize;
 
 use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
@@ -429,14 +429,16 @@ pub struct Ycsb {
 /// A thread's state.
 pub struct YcsbThread {
     rng: Rng,
-    /// This transaction's operations: (key, writes?).
-    ops: Vec<(u64, bool)>,
     seen: HashSet<u64>,
     long_keys: Vec<u64>,
-    buf: Vec<u8>,
-    /// The transaction's keys, declared before it runs (all YCSB keys are
+    /// A long read's keys, declared before it runs (all YCSB keys are
     /// known from its parameters).
     declared: granary_api::Declared,
+    /// Read/update procedures back from the engine, to be reused.
+    #[allow(clippy::vec_box)] // boxes travel to the engine and back
+    spare: Vec<Box<Procedure<YcsbTxn>>>,
+    /// Procedures the engine has just finished.
+    done: Vec<Done<YcsbTxn>>,
     rmw_ops: u64,
     sink: Arc<AtomicU64>,
 }
@@ -445,6 +447,72 @@ impl Drop for YcsbThread {
     fn drop(&mut self) {
         // Relaxed: read after the driver joins this thread.
         self.sink.fetch_add(self.rmw_ops, Ordering::Relaxed);
+    }
+}
+
+impl YcsbThread {
+    /// Take back the procedures the engine finished.
+    fn settle(&mut self) {
+        for d in self.done.drain(..) {
+            if let Ok(Some(rmws)) = d.outcome {
+                self.rmw_ops += rmws;
+            }
+            self.spare.push(d.procedure);
+        }
+    }
+}
+
+/// A YCSB read/update transaction as a value: its operations, run against
+/// any design (in place, or handed to a pipelined one).
+pub struct YcsbTxn {
+    t: TableId,
+    /// (key, writes?)
+    ops: Vec<(u64, bool)>,
+    /// Writes read-modify-write (else blind writes of `bytes`).
+    rmw: bool,
+    bytes: usize,
+    buf: Vec<u8>,
+}
+
+impl Body for YcsbTxn {
+    /// Read-modify-writes done.
+    type Output = u64;
+
+    fn run<T: Tx>(&mut self, tx: &mut T) -> Result<u64, TxError> {
+        let (t, rmw, bytes) = (self.t, self.rmw, self.bytes);
+        let mut rmws = 0u64;
+        let mut acc = 0u64;
+        for &(k, write) in &self.ops {
+            let key = k.to_be_bytes();
+            if write && !rmw {
+                Ycsb::initial_value(k, &mut self.buf, bytes);
+                tx.put(t, &key, &self.buf)?;
+                continue;
+            }
+            let missing = || TxError::user(format!("YCSB key {k} missing"));
+            let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
+            if write {
+                // One copy: the design's read-modify-write.
+                let bumped = tx.update(t, &key, |v| {
+                    if v.len() < 8 {
+                        return Err(v.len());
+                    }
+                    let c = value_counter(v).wrapping_add(1);
+                    v[..8].copy_from_slice(&c.to_le_bytes());
+                    Ok(())
+                })?;
+                bumped.ok_or_else(missing)?.map_err(short)?;
+                rmws += 1;
+                continue;
+            }
+            let v = tx.get(t, &key)?.ok_or_else(missing)?;
+            if v.len() < 8 {
+                return Err(short(v.len()));
+            }
+            acc = acc.wrapping_add(value_counter(v));
+        }
+        std::hint::black_box(acc);
+        Ok(rmws)
     }
 }
 
@@ -484,29 +552,29 @@ impl Ycsb {
     }
 
     /// Pick this transaction's distinct keys and which of them write.
-    fn plan(&self, th: &mut YcsbThread) {
+    /// Draw a transaction's operations, (key, writes?), into `out`.
+    fn plan(&self, rng: &mut Rng, seen: &mut HashSet<u64>, out: &mut Vec<(u64, bool)>) {
         let ops = self.cfg.ops_per_txn;
-        th.ops.clear();
-        th.seen.clear();
-        while th.ops.len() < ops {
-            let k = self.chooser.next(&mut th.rng);
+        out.clear();
+        seen.clear();
+        while out.len() < ops {
+            let k = self.chooser.next(rng);
             let dup = if ops <= 16 {
-                th.ops.iter().any(|&(o, _)| o == k)
+                out.iter().any(|&(o, _)| o == k)
             } else {
-                !th.seen.insert(k)
+                !seen.insert(k)
             };
             if dup {
                 continue;
             }
-            let i = th.ops.len();
+            let i = out.len();
             let write = match self.cfg.mix {
                 OpMix::Fixed { writes } => i < writes,
                 OpMix::PerOp { read_pct } => {
-                    (th.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * 100.0
-                        >= read_pct
+                    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * 100.0 >= read_pct
                 }
             };
-            th.ops.push((k, write));
+            out.push((k, write));
         }
     }
 
@@ -515,64 +583,40 @@ impl Ycsb {
         th: &mut YcsbThread,
         ex: &mut Exec<'_, R>,
     ) -> Result<(), Error> {
-        self.plan(th);
         let t = self
             .table
             .ok_or_else(|| Error::InvalidOption("YCSB: run before load".into()))?;
-        let ty = if th.ops.iter().any(|o| o.1) {
+        let mut p = th.spare.pop().unwrap_or_else(|| {
+            Procedure::new(
+                UPDATE,
+                YcsbTxn {
+                    t,
+                    ops: Vec::with_capacity(self.cfg.ops_per_txn.min(1024)),
+                    rmw: self.cfg.write_kind == WriteKind::Rmw,
+                    bytes: self.cfg.value_bytes,
+                    buf: Vec::with_capacity(self.cfg.value_bytes),
+                },
+            )
+        });
+        self.plan(&mut th.rng, &mut th.seen, &mut p.body.ops);
+        p.kind = if p.body.ops.iter().any(|o| o.1) {
             UPDATE
         } else {
             READ_ONLY
         };
-        let declared = ex.uses_declared().then(|| {
-            th.declared.clear();
-            for &(k, write) in &th.ops {
+        p.planned = ex.uses_declared();
+        if p.planned {
+            p.declared.clear();
+            for &(k, write) in &p.body.ops {
                 if write {
-                    th.declared.write(t, &k.to_be_bytes());
+                    p.declared.write(t, &k.to_be_bytes());
                 } else {
-                    th.declared.read(t, &k.to_be_bytes());
+                    p.declared.read(t, &k.to_be_bytes());
                 }
             }
-            &th.declared
-        });
-        let (ops, buf) = (&th.ops, &mut th.buf);
-        let (rmw, bytes) = (self.cfg.write_kind == WriteKind::Rmw, self.cfg.value_bytes);
-        let out = ex.txn_declared(ty, declared, |tx| {
-            let mut rmws = 0u64;
-            let mut acc = 0u64;
-            for &(k, write) in ops {
-                let key = k.to_be_bytes();
-                if write && !rmw {
-                    Self::initial_value(k, buf, bytes);
-                    tx.put(t, &key, buf)?;
-                    continue;
-                }
-                let missing = || TxError::user(format!("YCSB key {k} missing"));
-                let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
-                if write {
-                    // One copy: the design's read-modify-write.
-                    let bumped = tx.update(t, &key, |v| {
-                        if v.len() < 8 {
-                            return Err(v.len());
-                        }
-                        let c = value_counter(v).wrapping_add(1);
-                        v[..8].copy_from_slice(&c.to_le_bytes());
-                        Ok(())
-                    })?;
-                    bumped.ok_or_else(missing)?.map_err(short)?;
-                    rmws += 1;
-                    continue;
-                }
-                let v = tx.get(t, &key)?.ok_or_else(missing)?;
-                if v.len() < 8 {
-                    return Err(short(v.len()));
-                }
-                acc = acc.wrapping_add(value_counter(v));
-            }
-            std::hint::black_box(acc);
-            Ok(rmws)
-        })?;
-        th.rmw_ops += out.unwrap_or(0);
+        }
+        ex.submit(p, &mut th.done)?;
+        th.settle();
         Ok(())
     }
 
@@ -654,11 +698,11 @@ impl Workload for Ycsb {
     fn thread(&self, id: usize, _threads: usize, seed: u64) -> YcsbThread {
         YcsbThread {
             rng: Rng::new(seed, id as u64 + 1),
-            ops: Vec::with_capacity(self.cfg.ops_per_txn.min(1024)),
             seen: HashSet::new(),
             long_keys: Vec::new(),
-            buf: Vec::with_capacity(self.cfg.value_bytes),
             declared: granary_api::Declared::new(),
+            spare: Vec::new(),
+            done: Vec::new(),
             rmw_ops: 0,
             sink: Arc::clone(&self.rmw_ops),
         }
@@ -673,6 +717,12 @@ impl Workload for Ycsb {
         } else {
             self.update_or_read(th, ex)
         }
+    }
+
+    fn finish<R: TxRunner>(&self, th: &mut YcsbThread, ex: &mut Exec<'_, R>) -> Result<(), Error> {
+        ex.drain(&mut th.done)?;
+        th.settle();
+        Ok(())
     }
 
     fn verify<E: Engine>(&self, engine: &E) -> Result<Vec<String>, Error> {
