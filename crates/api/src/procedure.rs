@@ -21,9 +21,9 @@
 
 use std::time::Instant;
 
-use crate::{Declared, Error, Tx, TxError};
 #[cfg(doc)]
 use crate::TxRunner;
+use crate::{Declared, Error, Tx, TxError};
 
 /// What a procedure does, against any design's transaction. It may run
 /// more than once (a design retries it after a conflict), so it must not

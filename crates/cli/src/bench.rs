@@ -56,6 +56,51 @@ pub struct CommonArgs {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub durable: DurableArgs,
+    #[command(flatten)]
+    pub bohm: BohmArgs,
+}
+
+/// BOHM's thread arrangement (`--protocol bohm`).
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct BohmArgs {
+    /// BOHM's concurrency-control threads (m): each owns a hash partition
+    /// of the keys and plans the writes to it, batch by batch.
+    #[arg(long, default_value_t = 1)]
+    pub bohm_cc: usize,
+    /// BOHM's execution threads (n): they run the planned procedures.
+    /// `--threads` are the clients that submit them.
+    #[arg(long, default_value_t = 1)]
+    pub bohm_exec: usize,
+    /// Procedures per BOHM batch (each client keeps this many in flight).
+    #[arg(long, default_value_t = 1000)]
+    pub bohm_batch: usize,
+}
+
+impl BohmArgs {
+    /// The engine's configuration, refused if the machine cannot run it:
+    /// BOHM's threads spin while they wait, so more of them than cores
+    /// would only take turns.
+    ///
+    /// # Errors
+    /// A count of 0, or more CC plus execution threads than cores.
+    pub fn config(&self) -> Result<granary_protocols::bohm::Config, String> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if self.bohm_cc == 0 || self.bohm_exec == 0 || self.bohm_batch == 0 {
+            return Err("--bohm-cc, --bohm-exec and --bohm-batch must be at least 1".into());
+        }
+        if self.bohm_cc + self.bohm_exec > cores {
+            return Err(format!(
+                "--bohm-cc {} + --bohm-exec {} threads exceed this machine's {cores} cores \
+                 (BOHM's threads wait by spinning; more of them than cores only take turns)",
+                self.bohm_cc, self.bohm_exec
+            ));
+        }
+        Ok(granary_protocols::bohm::Config {
+            cc_threads: self.bohm_cc,
+            exec_threads: self.bohm_exec,
+            batch: self.bohm_batch,
+        })
+    }
 }
 
 /// Durability flags (SiloR), shared by every driver benchmark.
@@ -248,7 +293,10 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
         "{name}: threads={} seconds={} seed={seed}",
         c.threads, c.seconds
     );
-    let opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
+    let mut opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
+    if c.protocol.contains(&Protocol::Bohm) {
+        opts.bohm = c.bohm.config()?;
+    }
     let loaded = session::load_all(name, &c.protocol, &opts, &info, make)?;
     let cfg = DriverConfig {
         threads: c.threads,

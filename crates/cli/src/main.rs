@@ -32,6 +32,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run a benchmark and report throughput (and optionally JSON).

@@ -50,6 +50,10 @@ pub enum Protocol {
     /// Snapshot isolation on Hekaton's version store: first updater wins,
     /// no read validation (write skew commits).
     Si,
+    /// BOHM: procedures planned in batches by CC threads, run by
+    /// execution threads (--bohm-cc, --bohm-exec, --bohm-batch); in
+    /// progress: ycsb-mix without long reads and smallbank only.
+    Bohm,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the
     /// checker catching a broken engine.
@@ -89,6 +93,9 @@ pub struct Traits {
     pub single_key_only: bool,
     /// It logs and checkpoints (`--durable`).
     pub durable: bool,
+    /// It runs transactions handed over as procedures, not closures on
+    /// the client's thread ([`WorkloadInfo::procedures`]).
+    pub pipelined: bool,
 }
 
 impl Traits {
@@ -98,6 +105,7 @@ impl Traits {
         needs_partition_key: false,
         single_key_only: false,
         durable: false,
+        pipelined: false,
     };
 }
 
@@ -123,6 +131,10 @@ impl Protocol {
             },
             Protocol::Si => Traits {
                 isolation: Isolation::Snapshot,
+                ..Traits::SERIALIZABLE
+            },
+            Protocol::Bohm => Traits {
+                pipelined: true,
                 ..Traits::SERIALIZABLE
             },
             // They claim serializability, and the checker must refute it.
@@ -170,6 +182,16 @@ fn refusal(name: &str, t: Traits, w: &WorkloadInfo) -> Option<String> {
             "{name} runs single-key gets and puts only (it is the bare index, with no \
              transactions), and only `bench ycsb` is made of them"
         ))
+    } else if t.pipelined && !w.procedures {
+        Some(format!(
+            "{name} plans whole procedures in batches on its own threads, and this workload \
+             issues transactions it cannot hand over: {}",
+            if w.why_not_procedures.is_empty() {
+                "its transactions are closures on the client's thread (not yet converted)"
+            } else {
+                w.why_not_procedures
+            }
+        ))
     } else if t.needs_partition_key && w.partitioned.is_none() {
         Some(format!(
             "{name} needs a partition key for every table, and this workload has none: {}",
@@ -204,6 +226,11 @@ pub struct WorkloadInfo {
     /// How many values its partition key takes, where that is small
     /// (TPC-C's warehouses).
     pub partition_values: Option<usize>,
+    /// Every transaction it runs is a procedure (a value a pipelined
+    /// design can take over), not a closure.
+    pub procedures: bool,
+    /// Why not, where that is a matter of configuration (for a refusal).
+    pub why_not_procedures: &'static str,
 }
 
 impl WorkloadInfo {
@@ -216,6 +243,8 @@ impl WorkloadInfo {
             durable: false,
             single_key: false,
             partition_values: None,
+            procedures: false,
+            why_not_procedures: "",
         }
     }
 
@@ -228,7 +257,16 @@ impl WorkloadInfo {
             durable: false,
             single_key: false,
             partition_values: None,
+            procedures: false,
+            why_not_procedures: "",
         }
+    }
+
+    /// Whether every transaction is a procedure (`why` not, if not).
+    pub fn procedures(mut self, on: bool, why: &'static str) -> WorkloadInfo {
+        self.procedures = on;
+        self.why_not_procedures = why;
+        self
     }
 
     /// Whether the run is durable.
@@ -308,6 +346,7 @@ impl<'a> EngineOptions<'a> {
             silo,
             durable,
             partitioning: w.partitioned,
+            bohm: granary_protocols::bohm::Config::default(),
         }
     }
 }
@@ -327,6 +366,8 @@ pub struct EngineOptions<'a> {
     pub durable: Option<&'a DurableArgs>,
     /// The workload's partitioning, if it has one.
     pub partitioning: Option<Partitioning>,
+    /// BOHM's threads and batch size.
+    pub bohm: granary_protocols::bohm::Config,
 }
 
 impl EngineOptions<'_> {
@@ -432,6 +473,11 @@ macro_rules! with_engine {
                 let $db = granary_protocols::mvcc::Mvcc::new(
                     granary_protocols::mvcc::Isolation::Snapshot,
                 );
+                $body
+            }
+            $crate::protocol::Protocol::Bohm => {
+                let $db =
+                    granary_protocols::bohm::Bohm::new(opts.bohm).map_err(|e| e.to_string())?;
                 $body
             }
             #[cfg(feature = "mutant")]

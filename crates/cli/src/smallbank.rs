@@ -53,7 +53,8 @@ pub fn run(a: SmallbankArgs) -> Result<RunReport, String> {
     cfg.hotspot_customers = a.hotspot;
     cfg.hotspot_pct = a.hotspot_pct;
     SmallBank::new(cfg.clone()).map_err(|e| e.to_string())?;
-    let info = WorkloadInfo::partitioned("bench smallbank", smallbank::partitioning());
+    let info = WorkloadInfo::partitioned("bench smallbank", smallbank::partitioning())
+        .procedures(true, "");
     let make = |_| SmallBank::new(cfg.clone()).map_err(|e| e.to_string());
     drive("smallbank", make, info, &a.common, &a)
 }

@@ -122,7 +122,10 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
     };
     // Long reads are point reads of declared keys: every transaction's
     // keys hash to their partitions (a range scan would have none).
-    let info = WorkloadInfo::partitioned("bench ycsb-mix", ycsb::partitioning());
+    let info = WorkloadInfo::partitioned("bench ycsb-mix", ycsb::partitioning()).procedures(
+        cfg.long_read_fraction == 0.0,
+        "its long reads (--long-read-fraction) are not yet procedures",
+    );
     let make = |_| Ycsb::new(cfg.clone()).map_err(|e| e.to_string());
     drive("ycsb-mix", make, info, &a.common, &config)
 }

@@ -31,6 +31,7 @@
 //! assert_eq!(v.as_deref(), Some(&b"10"[..]));
 //! ```
 
+pub mod bohm;
 mod catalog;
 mod limits;
 pub mod mvcc;

@@ -1,0 +1,1191 @@
+//! BOHM: serializable multiversion concurrency control planned in batches
+//! (Faleiro and Abadi, VLDB'15, §3). **In progress** (issue 20): the
+//! pipeline runs YCSB and SmallBank procedures; scans inside procedures,
+//! the read-set annotation, reconnaissance for write sets that depend on
+//! reads (TPC-C), and the m/n split on one thread are not built yet.
+//!
+//! * **Sequencer** (§3.2.1): one thread takes submitted procedures in
+//!   arrival order; a procedure's position in that log is its timestamp.
+//!   The log is cut into batches of up to `batch` procedures (a batch is
+//!   cut early when no more procedures are waiting, so that a client with
+//!   a small window is not starved).
+//! * **Concurrency control** (§3.2.2–3.2.4): `m` threads, each owning a
+//!   hash partition of the keys. For each procedure of a batch, in
+//!   timestamp order, each thread scans the declared write set and, for
+//!   each key it owns, installs a placeholder version (begin = ts, end =
+//!   ∞, the producing procedure, no data yet, prev = the old version) and
+//!   sets the old version's end to ts. Only the owner ever changes a key's
+//!   chain, so no latch is taken; the threads meet once per batch (a
+//!   counter the execution threads wait on).
+//! * **Execution** (§3.3.1): `n` threads; procedure `i` of a batch is
+//!   thread `i mod n`'s to see done. A procedure moves Unprocessed →
+//!   Executing → Complete by compare-and-swap. A read of a placeholder not
+//!   yet produced evaluates its producer recursively, or, if another
+//!   thread is running it, puts the reader back to Unprocessed. Reads
+//!   write nothing to shared memory. Writes are buffered and published
+//!   when the procedure completes; a procedure that rolls back (or leaves
+//!   a declared key unwritten) gives its placeholders the previous
+//!   version's value.
+//! * **Garbage** (§3.3.2, Condition 3): each execution thread publishes
+//!   the last batch it finished; below the minimum, no procedure will read
+//!   a version that a later batch superseded, and the owning CC thread
+//!   cuts the chain there.
+//!
+//! Closures (`TxRunner::try_run`: loading, verification, the conformance
+//! tests) cannot be planned: they run alone, after every procedure
+//! submitted before them has completed, with the pipeline held.
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_utils::CachePadded;
+use granary_api::{
+    AbortReason, Body, Declared, Done, Engine, Error, Procedure, Stats, TableId, Tx, TxError,
+    TxRunner,
+};
+use granary_index::{Insert, Tree};
+
+use crate::catalog::Catalog;
+use crate::limits::{check_bounds, check_key, check_value};
+use crate::reclaim::Pin;
+use crate::sync::backoff;
+use crate::value::Tail;
+
+/// How BOHM's threads are arranged.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Concurrency-control threads (`m`).
+    pub cc_threads: usize,
+    /// Execution threads (`n`).
+    pub exec_threads: usize,
+    /// The most procedures in a batch.
+    pub batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            cc_threads: 1,
+            exec_threads: 1,
+            batch: 1000,
+        }
+    }
+}
+
+/// The most threads of each kind.
+pub const MAX_THREADS: usize = 64;
+
+/// A value's bytes (`None`: a deletion).
+type Data = Tail<()>;
+
+/// Placeholder states.
+const UNREADY: u8 = 0;
+const READY: u8 = 1;
+
+/// A version of a key (bohm-vldb15 §3.2.3, Figure 3).
+struct Version {
+    /// The producing procedure's timestamp.
+    begin: u64,
+    /// The timestamp of the procedure that superseded it (∞: none yet).
+    end: AtomicU64,
+    /// The procedure that produces the data (valid while UNREADY).
+    producer: *const Slot,
+    state: AtomicU8,
+    /// The value, once READY (null: absent).
+    data: AtomicPtr<Data>,
+    prev: AtomicPtr<Version>,
+}
+
+// SAFETY: fields are atomics, or written once before the version is
+// published (`begin`, `producer`); `producer` is dereferenced only while
+// its batch is alive (see `Slot`).
+unsafe impl Send for Version {}
+// SAFETY: as above.
+unsafe impl Sync for Version {}
+
+/// A key's chain, newest version first; what the index maps a key to.
+/// Only the CC thread that owns the key changes it.
+struct Chain {
+    head: AtomicPtr<Version>,
+}
+
+const INF: u64 = u64::MAX;
+
+/// Procedure states (§3.3.1).
+const UNPROCESSED: u8 = 0;
+const EXECUTING: u8 = 1;
+const COMPLETE: u8 = 2;
+
+/// A procedure, type-erased, as the pipeline holds it.
+trait Job: Send {
+    fn declared(&self) -> &Declared;
+    /// Run once; `Ok(true)` committed, `Ok(false)` rolled back.
+    fn run(&mut self, tx: &mut Txn<'_>) -> Result<bool, TxError>;
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+struct Boxed<B: Body> {
+    p: Box<Procedure<B>>,
+    out: Option<Result<Option<B::Output>, Error>>,
+}
+
+impl<B: Body> Job for Boxed<B> {
+    fn declared(&self) -> &Declared {
+        &self.p.declared
+    }
+
+    fn run(&mut self, tx: &mut Txn<'_>) -> Result<bool, TxError> {
+        match self.p.body.run(tx) {
+            Ok(v) => {
+                self.out = Some(Ok(Some(v)));
+                Ok(true)
+            }
+            Err(TxError::Failed(Error::RolledBack)) => {
+                self.out = Some(Ok(None));
+                Ok(false)
+            }
+            Err(TxError::Failed(e)) => {
+                // A failure is final: the procedure's writes are undone,
+                // as for a rollback, and the client hears the error.
+                self.out = Some(Err(e));
+                Ok(false)
+            }
+            Err(c @ TxError::Conflict(_)) => Err(c),
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+/// A procedure's place in a batch.
+struct Slot {
+    ts: u64,
+    state: AtomicU8,
+    job: UnsafeCell<Option<Box<dyn Job>>>,
+    /// Its placeholders, in declared-write order (each set by the CC
+    /// thread that owns the key).
+    writes: Box<[AtomicPtr<Version>]>,
+    /// Where the finished procedure goes back to.
+    client: Arc<Client>,
+}
+
+// SAFETY: `job` is touched only by the thread that moved the slot to
+// EXECUTING (and by the one that hands it back after COMPLETE).
+unsafe impl Sync for Slot {}
+
+struct Batch {
+    number: u64,
+    slots: Box<[Slot]>,
+    /// CC threads done with this batch (execution starts at `m`).
+    planned: AtomicUsize,
+}
+
+/// A client's finished procedures.
+#[derive(Default)]
+struct Client {
+    done: Mutex<Vec<Box<dyn Any + Send>>>,
+    ready: Condvar,
+}
+
+/// Work for the sequencer.
+enum Input {
+    Job(Box<dyn Job>, Arc<Client>),
+    /// A closure wants to run alone: answer once everything before it has
+    /// completed, and hold the pipeline until the guard is dropped.
+    Exclusive(Arc<(Mutex<u8>, Condvar)>),
+}
+
+struct Shared {
+    cfg: Config,
+    tables: Catalog<Tree>,
+    input: Mutex<VecDeque<Input>>,
+    input_ready: Condvar,
+    /// Batches cut and not yet collected (oldest first).
+    batches: Mutex<VecDeque<Arc<Batch>>>,
+    /// The next batch number to cut.
+    next_batch: AtomicU64,
+    /// Per execution thread: the last batch it finished (+1).
+    finished: Box<[CachePadded<AtomicU64>]>,
+    /// Per CC thread: the last batch it planned (+1).
+    planned: Box<[CachePadded<AtomicU64>]>,
+    stop: AtomicBool,
+    /// The timestamp of the next procedure (or exclusive closure).
+    next_ts: AtomicU64,
+}
+
+/// A BOHM database: its sequencer, CC and execution threads run until it
+/// is dropped.
+pub struct Bohm {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Bohm {
+    /// A database with `cfg`'s threads, started.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for no thread of a kind, more than
+    /// [`MAX_THREADS`], or an empty batch.
+    pub fn new(cfg: Config) -> Result<Bohm, Error> {
+        for (what, n) in [("CC", cfg.cc_threads), ("execution", cfg.exec_threads)] {
+            if !(1..=MAX_THREADS).contains(&n) {
+                return Err(Error::InvalidOption(format!(
+                    "BOHM needs 1..={MAX_THREADS} {what} threads, got {n}"
+                )));
+            }
+        }
+        if cfg.batch == 0 {
+            return Err(Error::InvalidOption(
+                "BOHM's batch size must be at least 1".into(),
+            ));
+        }
+        let shared = Arc::new(Shared {
+            cfg,
+            tables: Catalog::default(),
+            input: Mutex::new(VecDeque::new()),
+            input_ready: Condvar::new(),
+            batches: Mutex::new(VecDeque::new()),
+            next_batch: AtomicU64::new(0),
+            finished: (0..cfg.exec_threads).map(|_| Default::default()).collect(),
+            planned: (0..cfg.cc_threads).map(|_| Default::default()).collect(),
+            stop: AtomicBool::new(false),
+            next_ts: AtomicU64::new(1),
+        });
+        let mut threads = Vec::new();
+        let s = Arc::clone(&shared);
+        threads.push(spawn("bohm-seq", move || sequencer(&s)));
+        for me in 0..cfg.cc_threads {
+            let s = Arc::clone(&shared);
+            threads.push(spawn(&format!("bohm-cc-{me}"), move || cc_thread(&s, me)));
+        }
+        for me in 0..cfg.exec_threads {
+            let s = Arc::clone(&shared);
+            threads.push(spawn(&format!("bohm-exec-{me}"), move || {
+                exec_thread(&s, me)
+            }));
+        }
+        Ok(Bohm { shared, threads })
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawn a BOHM thread")
+}
+
+impl Drop for Bohm {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.input_ready.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // Every thread is gone: free the chains and their versions.
+        let shared = Arc::get_mut(&mut self.shared);
+        if let Some(shared) = shared {
+            for t in shared.tables.tables_mut() {
+                t.for_each_value(|c| {
+                    // SAFETY: the index owns each chain once; no thread
+                    // runs any more.
+                    unsafe {
+                        let chain = Box::from_raw(c as *mut Chain);
+                        free_chain(chain.head.load(Ordering::Relaxed));
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Free `v` and every version below it.
+///
+/// # Safety
+/// No one can reach them any more.
+unsafe fn free_chain(mut v: *mut Version) {
+    while !v.is_null() {
+        // SAFETY: the caller's contract.
+        let b = unsafe { Box::from_raw(v) };
+        let d = b.data.load(Ordering::Relaxed);
+        if !d.is_null() {
+            // SAFETY: owned by this version alone.
+            unsafe { Data::free(d) };
+        }
+        v = b.prev.load(Ordering::Relaxed);
+    }
+}
+
+/// The CC thread that owns `key` of table `t`.
+fn owner(t: TableId, key: &[u8], m: usize) -> usize {
+    // FNV-1a over the table and the key.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in t.index().to_le_bytes().iter().chain(key) {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    (h % m as u64) as usize
+}
+
+/// Wait briefly for something to change (threads outnumber cores here).
+fn pause(spins: &mut u32) {
+    backoff(spins);
+    if *spins > 256 {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+}
+
+fn sequencer(s: &Shared) {
+    let mut pending: Vec<(Box<dyn Job>, Arc<Client>)> = Vec::new();
+    loop {
+        let mut input = s.input.lock().unwrap_or_else(|p| p.into_inner());
+        while input.is_empty() && !s.stop.load(Ordering::SeqCst) {
+            input = s.input_ready.wait(input).unwrap_or_else(|p| p.into_inner());
+        }
+        if s.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut exclusive = None;
+        while pending.len() < s.cfg.batch {
+            match input.pop_front() {
+                Some(Input::Job(j, c)) => pending.push((j, c)),
+                Some(Input::Exclusive(e)) => {
+                    exclusive = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        drop(input);
+        if !pending.is_empty() {
+            cut_batch(s, &mut pending);
+        }
+        if let Some(e) = exclusive {
+            // Everything cut so far must complete first.
+            let last = s.next_batch.load(Ordering::SeqCst);
+            let mut spins = 0;
+            while s.finished.iter().any(|f| f.load(Ordering::SeqCst) < last) {
+                if s.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                pause(&mut spins);
+            }
+            let (lock, cv) = &*e;
+            let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+            *st = 1; // go
+            cv.notify_all();
+            while *st != 2 {
+                st = cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+}
+
+/// Give `pending` timestamps (§3.2.1: their positions in the log) and
+/// publish them as the next batch.
+fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) {
+    let slots: Box<[Slot]> = pending
+        .drain(..)
+        .map(|(job, client)| {
+            let ts = s.next_ts.fetch_add(1, Ordering::SeqCst);
+            let writes = job
+                .declared()
+                .writes()
+                .map(|_| AtomicPtr::default())
+                .collect();
+            Slot {
+                ts,
+                state: AtomicU8::new(UNPROCESSED),
+                job: UnsafeCell::new(Some(job)),
+                writes,
+                client,
+            }
+        })
+        .collect();
+    let number = s.next_batch.load(Ordering::SeqCst);
+    let batch = Arc::new(Batch {
+        number,
+        slots,
+        planned: AtomicUsize::new(0),
+    });
+    s.batches
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push_back(batch);
+    s.next_batch.store(number + 1, Ordering::SeqCst);
+}
+
+/// Batch `number`, once cut (`None` if stopping first).
+fn batch(s: &Shared, number: u64) -> Option<Arc<Batch>> {
+    let mut spins = 0;
+    loop {
+        if s.next_batch.load(Ordering::SeqCst) > number {
+            let q = s.batches.lock().unwrap_or_else(|p| p.into_inner());
+            let front = q.front().map_or(number, |b| b.number);
+            // A thread asks only for batches not yet retired (a batch is
+            // retired once every execution thread, hence every CC thread,
+            // is past it).
+            debug_assert!(front <= number);
+            return q.get(number.saturating_sub(front) as usize).cloned();
+        }
+        if s.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        pause(&mut spins);
+    }
+}
+
+fn cc_thread(s: &Shared, me: usize) {
+    let m = s.cfg.cc_threads;
+    // Versions this thread superseded, by batch: cut once every execution
+    // thread has finished the batch (Condition 3).
+    let mut superseded: VecDeque<(u64, *mut Version)> = VecDeque::new();
+    let mut number = 0;
+    while let Some(b) = batch(s, number) {
+        let g = crossbeam_epoch::pin();
+        for slot in b.slots.iter() {
+            // SAFETY: the job is not run before the batch is planned.
+            let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
+            for (i, (t, key)) in job.declared().writes().enumerate() {
+                if owner(t, key, m) != me {
+                    continue;
+                }
+                let Some(chain) = chain(s, t, key, &g) else {
+                    continue; // an unknown table: the run will fail there
+                };
+                // §3.2.3: the placeholder, linked to the old version,
+                // whose end becomes ts.
+                let old = chain.head.load(Ordering::Acquire);
+                let v = Box::into_raw(Box::new(Version {
+                    begin: slot.ts,
+                    end: AtomicU64::new(INF),
+                    producer: slot as *const Slot,
+                    state: AtomicU8::new(UNREADY),
+                    data: AtomicPtr::default(),
+                    prev: AtomicPtr::new(old),
+                }));
+                if !old.is_null() {
+                    // SAFETY: owned by this thread's partition; alive.
+                    unsafe { (*old).end.store(slot.ts, Ordering::Release) };
+                    superseded.push_back((b.number, v));
+                }
+                chain.head.store(v, Ordering::Release);
+                slot.writes[i].store(v, Ordering::Release);
+            }
+        }
+        drop(g);
+        // §3.2.4: one meeting point per batch.
+        b.planned.fetch_add(1, Ordering::SeqCst);
+        s.planned[me].store(b.number + 1, Ordering::SeqCst);
+        number += 1;
+        // Condition 3: below a version written in a batch every execution
+        // thread has finished, no one reads again.
+        let low = s
+            .finished
+            .iter()
+            .map(|f| f.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(0);
+        while let Some(&(bn, v)) = superseded.front() {
+            if bn >= low {
+                break;
+            }
+            superseded.pop_front();
+            // SAFETY: our partition's version, alive (cut only here).
+            let cut = unsafe { (*v).prev.swap(std::ptr::null_mut(), Ordering::AcqRel) };
+            // SAFETY: no procedure reads below `v` any more (above).
+            unsafe { free_chain(cut) };
+        }
+    }
+}
+
+/// `key`'s chain in table `t`, made if new (CC threads only).
+fn chain<'s>(
+    s: &'s Shared,
+    t: TableId,
+    key: &[u8],
+    g: &crossbeam_epoch::Guard,
+) -> Option<&'s Chain> {
+    let tree = s.tables.get(t).ok()?;
+    if let Some(c) = tree.get(key, &Pin(g)).value {
+        // SAFETY: chains live as long as the database.
+        return Some(unsafe { &*(c as *const Chain) });
+    }
+    let fresh = Box::into_raw(Box::new(Chain {
+        head: AtomicPtr::default(),
+    }));
+    let c = match tree.insert(key, fresh as u64, &mut Pin(g)) {
+        Insert::Inserted(_) => fresh,
+        Insert::Exists { value } => {
+            // SAFETY: never published.
+            drop(unsafe { Box::from_raw(fresh) });
+            value as *mut Chain
+        }
+    };
+    // SAFETY: as above.
+    Some(unsafe { &*c })
+}
+
+fn exec_thread(s: &Shared, me: usize) {
+    let n = s.cfg.exec_threads;
+    let m = s.cfg.cc_threads;
+    let mut number = 0;
+    let mut buf = WriteBuf::default();
+    while let Some(b) = batch(s, number) {
+        let mut spins = 0;
+        while b.planned.load(Ordering::SeqCst) < m {
+            if s.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            pause(&mut spins);
+        }
+        // Our share: procedures me, me + n, ...; others may run them too.
+        let mut left: Vec<usize> = (me..b.slots.len()).step_by(n).collect();
+        while !left.is_empty() {
+            left.retain(|&i| {
+                let slot = &b.slots[i];
+                match slot.state.load(Ordering::Acquire) {
+                    COMPLETE => false,
+                    _ => {
+                        let _ = execute(s, slot, &mut buf, 0);
+                        slot.state.load(Ordering::Acquire) != COMPLETE
+                    }
+                }
+            });
+            if !left.is_empty() {
+                pause(&mut spins);
+            }
+        }
+        s.finished[me].store(b.number + 1, Ordering::SeqCst);
+        number += 1;
+        // The last execution thread through a batch drops it from the log
+        // (once every thread is past it, no one needs its slots; readers
+        // that loaded a pointer to one are pinned: retire it).
+        let low = s
+            .finished
+            .iter()
+            .map(|f| f.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(0);
+        let mut q = s.batches.lock().unwrap_or_else(|p| p.into_inner());
+        while q.front().is_some_and(|f| f.number < low) {
+            let old = q.pop_front().expect("front");
+            crossbeam_epoch::pin().defer(move || drop(old));
+        }
+    }
+}
+
+/// Writes a running procedure buffers until it completes.
+#[derive(Default)]
+struct WriteBuf {
+    /// (placeholder index in the slot's writes, value or deletion)
+    entries: Vec<(usize, Option<Vec<u8>>)>,
+}
+
+/// Why a run stopped before completing.
+enum Blocked {
+    /// Its input is being produced by another thread: try later.
+    Later,
+}
+
+/// Evaluate `slot` if no one else is (§3.3.1); `depth` bounds the
+/// recursion through producers.
+fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<(), Blocked> {
+    if slot
+        .state
+        .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(Blocked::Later);
+    }
+    // SAFETY: EXECUTING is ours alone.
+    let job = unsafe { (*slot.job.get()).as_mut().expect("not yet handed back") };
+    let g = crossbeam_epoch::pin();
+    let mut own = std::mem::take(buf);
+    own.entries.clear();
+    let mut tx = Txn {
+        s,
+        slot,
+        g: &g,
+        writes: own,
+        depth,
+        blocked: false,
+        scratch: Vec::new(),
+    };
+    let r = job.run(&mut tx);
+    let Txn {
+        writes, blocked, ..
+    } = tx;
+    if blocked {
+        *buf = writes;
+        slot.state.store(UNPROCESSED, Ordering::Release);
+        return Err(Blocked::Later);
+    }
+    let committed = match r {
+        Ok(c) => c,
+        Err(TxError::Conflict(_)) => unreachable!("BOHM procedures do not conflict"),
+        Err(TxError::Failed(_)) => false,
+    };
+    // Publish every placeholder: the value written, or (not written,
+    // rolled back) the previous version's (§3.3.1: an aborted procedure
+    // copies it into its placeholders). All values are made first: if a
+    // previous version is still being produced elsewhere, nothing is
+    // published and the procedure runs again later.
+    let mut written: Vec<Option<&Option<Vec<u8>>>> = vec![None; slot.writes.len()];
+    if committed {
+        for (i, v) in &writes.entries {
+            written[*i] = Some(v);
+        }
+    }
+    let mut made: Vec<*mut Data> = Vec::with_capacity(slot.writes.len());
+    let mut blocked = false;
+    for (i, p) in slot.writes.iter().enumerate() {
+        let v = p.load(Ordering::Acquire);
+        if v.is_null() {
+            made.push(std::ptr::null_mut()); // an unknown table
+            continue;
+        }
+        let data = match written[i] {
+            Some(Some(bytes)) => Data::alloc((), Some(bytes), 0),
+            Some(None) => std::ptr::null_mut(),
+            None => {
+                // SAFETY: our placeholder, alive until we complete.
+                let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
+                match resolve(s, prev, depth, &mut WriteBuf::default()) {
+                    Ok(Some(bytes)) => Data::alloc((), Some(bytes), 0),
+                    Ok(None) => std::ptr::null_mut(),
+                    Err(Blocked::Later) => {
+                        blocked = true;
+                        break;
+                    }
+                }
+            }
+        };
+        made.push(data);
+    }
+    if blocked {
+        for d in made {
+            if !d.is_null() {
+                // SAFETY: never published.
+                unsafe { Data::free(d) };
+            }
+        }
+        let mut writes = writes;
+        writes.entries.clear();
+        *buf = writes;
+        slot.state.store(UNPROCESSED, Ordering::Release);
+        return Err(Blocked::Later);
+    }
+    for (p, data) in slot.writes.iter().zip(made) {
+        let v = p.load(Ordering::Acquire);
+        if v.is_null() {
+            continue;
+        }
+        // SAFETY: our placeholder, alive until we complete.
+        let ver = unsafe { &*v };
+        ver.data.store(data, Ordering::Release);
+        ver.state.store(READY, Ordering::Release);
+    }
+    let mut writes = writes;
+    writes.entries.clear();
+    *buf = writes;
+    // Hand the procedure back to its client.
+    // SAFETY: still ours (EXECUTING).
+    let job = unsafe { (*slot.job.get()).take().expect("ours") };
+    slot.state.store(COMPLETE, Ordering::Release);
+    let mut done = slot.client.done.lock().unwrap_or_else(|p| p.into_inner());
+    done.push(job.into_any());
+    slot.client.ready.notify_all();
+    Ok(())
+}
+
+/// The value of version `v` (null: none), evaluating its producer if it
+/// is not produced yet.
+fn resolve<'v>(
+    s: &Shared,
+    v: *mut Version,
+    depth: u32,
+    buf: &mut WriteBuf,
+) -> Result<Option<&'v [u8]>, Blocked> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: reached from a chain by a pinned reader.
+    let ver = unsafe { &*v };
+    if ver.state.load(Ordering::Acquire) != READY {
+        // SAFETY: an unready placeholder's producer's batch is alive
+        // (batches are retired through the epoch we are pinned in).
+        let producer = unsafe { &*ver.producer };
+        if (depth >= 32 || execute(s, producer, buf, depth + 1).is_err())
+            && ver.state.load(Ordering::Acquire) != READY
+        {
+            return Err(Blocked::Later);
+        }
+    }
+    let d = ver.data.load(Ordering::Acquire);
+    // SAFETY: READY data is immutable and freed only with its version.
+    Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten())
+}
+
+/// A procedure running at its timestamp.
+pub struct Txn<'a> {
+    s: &'a Shared,
+    slot: &'a Slot,
+    g: &'a crossbeam_epoch::Guard,
+    writes: WriteBuf,
+    depth: u32,
+    /// A read found an input another thread is producing: the run is
+    /// abandoned and retried later.
+    blocked: bool,
+    scratch: Vec<u8>,
+}
+
+impl Txn<'_> {
+    /// The index of `key` in the declared write set.
+    fn write_index(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        // SAFETY: EXECUTING is ours.
+        let job = unsafe { (*self.slot.job.get()).as_ref().expect("running") };
+        job.declared()
+            .writes()
+            .position(|(wt, wk)| wt == t && wk == key)
+    }
+
+    fn undeclared(t: TableId) -> TxError {
+        Error::Undeclared(format!(
+            "BOHM plans writes from the declared write set; table {} key not declared",
+            t.index()
+        ))
+        .into()
+    }
+
+    /// The version of `key` this procedure reads: the newest that began
+    /// before it.
+    fn visible(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        check_key(key)?;
+        let tree = self.s.tables.get(t)?;
+        let Some(c) = tree.get(key, &Pin(self.g)).value else {
+            return Ok(None);
+        };
+        // SAFETY: chains live as long as the database.
+        let chain = unsafe { &*(c as *const Chain) };
+        let mut v = chain.head.load(Ordering::Acquire);
+        // SAFETY: versions at or above the one we read are not cut while
+        // our batch runs (Condition 3); pinned.
+        while !v.is_null() && unsafe { (*v).begin } >= self.slot.ts {
+            // SAFETY: as above.
+            v = unsafe { (*v).prev.load(Ordering::Acquire) };
+        }
+        match resolve(self.s, v, self.depth, &mut WriteBuf::default()) {
+            Ok(d) => Ok(d),
+            Err(Blocked::Later) => {
+                self.blocked = true;
+                Err(TxError::Conflict(AbortReason::CommitDependency))
+            }
+        }
+    }
+}
+
+impl Tx for Txn<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        if let Some(i) = self.write_index(t, key) {
+            if let Some(j) = self.writes.entries.iter().position(|e| e.0 == i) {
+                return Ok(self.writes.entries[j].1.as_deref());
+            }
+        }
+        self.visible(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        check_value(value)?;
+        let i = self
+            .write_index(t, key)
+            .ok_or_else(|| Self::undeclared(t))?;
+        match self.writes.entries.iter_mut().find(|e| e.0 == i) {
+            Some(e) => e.1 = Some(value.to_vec()),
+            None => self.writes.entries.push((i, Some(value.to_vec()))),
+        }
+        Ok(())
+    }
+
+    fn update<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        let i = self
+            .write_index(t, key)
+            .ok_or_else(|| Self::undeclared(t))?;
+        if let Some(e) = self.writes.entries.iter_mut().find(|e| e.0 == i) {
+            return Ok(e.1.as_deref_mut().map(f));
+        }
+        let mut v = match self.visible(t, key)? {
+            Some(v) => v.to_vec(),
+            None => return Ok(None),
+        };
+        let r = f(&mut v);
+        self.writes.entries.push((i, Some(v)));
+        Ok(Some(r))
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        if self.get(t, key)?.is_some() {
+            return Err(Error::KeyExists.into());
+        }
+        self.put(t, key, value)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        let i = self
+            .write_index(t, key)
+            .ok_or_else(|| Self::undeclared(t))?;
+        let existed = self.get(t, key)?.is_some();
+        match self.writes.entries.iter_mut().find(|e| e.0 == i) {
+            Some(e) => e.1 = None,
+            None => self.writes.entries.push((i, None)),
+        }
+        Ok(existed)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        _t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        _limit: usize,
+        _reverse: bool,
+        _f: F,
+    ) -> Result<(), TxError> {
+        check_bounds(lo, hi)?;
+        let _ = &self.scratch;
+        Err(Error::InvalidOption(
+            "BOHM: range scans inside procedures are not built yet (issue 20)".into(),
+        )
+        .into())
+    }
+}
+
+impl Engine for Bohm {
+    type Runner = Runner;
+
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.shared.tables.create(name, Tree::new)
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.shared.tables.find(name)
+    }
+
+    fn runner(&self) -> Result<Runner, Error> {
+        Ok(Runner {
+            s: Arc::clone(&self.shared),
+            client: Arc::default(),
+            in_flight: 0,
+            stats: Stats::default(),
+            last_ts: 0,
+        })
+    }
+}
+
+/// A client's handle: submits procedures into the sequencer and collects
+/// them, and runs closures alone.
+pub struct Runner {
+    s: Arc<Shared>,
+    client: Arc<Client>,
+    in_flight: usize,
+    stats: Stats,
+    last_ts: u64,
+}
+
+impl Runner {
+    fn send(&self, i: Input) {
+        self.s
+            .input
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(i);
+        self.s.input_ready.notify_one();
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Alone<'a>;
+
+    /// Run a closure alone: once every procedure submitted before it has
+    /// completed, with the pipeline held until it finishes. (A closure
+    /// cannot be planned: its write set is unknown until it runs.)
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Alone<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let gate = Arc::new((Mutex::new(0u8), Condvar::new()));
+        self.send(Input::Exclusive(Arc::clone(&gate)));
+        let (lock, cv) = &*gate;
+        let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while *st == 0 {
+            if self.s.stop.load(Ordering::SeqCst) {
+                return Err(Error::InvalidOption("BOHM is shutting down".into()));
+            }
+            st = cv
+                .wait_timeout(st, std::time::Duration::from_millis(10))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        drop(st);
+        let ts = self.s.next_ts.fetch_add(1, Ordering::SeqCst);
+        let g = crossbeam_epoch::pin();
+        let mut tx = Alone {
+            s: &self.s,
+            g: &g,
+            ts,
+            undo: Vec::new(),
+        };
+        let r = body(&mut tx);
+        if r.is_err() {
+            tx.rollback();
+        } else {
+            tx.commit();
+        }
+        drop(g);
+        let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+        *st = 2;
+        cv.notify_all();
+        drop(st);
+        match r {
+            Ok(v) => {
+                self.stats.commits += 1;
+                self.last_ts = ts;
+                Ok(Ok(v))
+            }
+            Err(TxError::Conflict(reason)) => Ok(Err(reason)),
+            Err(TxError::Failed(e)) => {
+                self.stats.failures += 1;
+                Err(e)
+            }
+        }
+    }
+
+    fn uses_declared(&self) -> bool {
+        true
+    }
+
+    /// A client keeps a batch's worth in flight, so that batches fill.
+    fn window(&self) -> usize {
+        self.s.cfg.batch.max(2)
+    }
+
+    fn submit<B: Body>(&mut self, p: Box<Procedure<B>>) -> Result<(), Error> {
+        if !p.planned {
+            return Err(Error::Undeclared(
+                "BOHM plans a procedure from its declared write set: declare it".into(),
+            ));
+        }
+        self.in_flight += 1;
+        self.send(Input::Job(
+            Box::new(Boxed { p, out: None }),
+            Arc::clone(&self.client),
+        ));
+        Ok(())
+    }
+
+    fn poll<B: Body>(&mut self, wait: bool, done: &mut Vec<Done<B>>) -> Result<(), Error> {
+        let mut q = self.client.done.lock().unwrap_or_else(|p| p.into_inner());
+        while wait && q.is_empty() && self.in_flight > 0 {
+            if self.s.stop.load(Ordering::SeqCst) {
+                return Err(Error::InvalidOption("BOHM is shutting down".into()));
+            }
+            q = self
+                .client
+                .ready
+                .wait_timeout(q, std::time::Duration::from_millis(10))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        for j in q.drain(..) {
+            let b = j
+                .downcast::<Boxed<B>>()
+                .map_err(|_| Error::InvalidOption("one client, one procedure type".into()))?;
+            let Boxed { p, out } = *b;
+            self.in_flight -= 1;
+            let outcome = out.expect("a completed procedure has an outcome");
+            if matches!(outcome, Ok(Some(_))) {
+                self.stats.commits += 1;
+            }
+            done.push(Done {
+                procedure: p,
+                outcome,
+            });
+        }
+        Ok(())
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        self.last_ts
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+/// A closure running alone (nothing else runs in the pipeline meanwhile):
+/// writes install committed versions at once, undone on rollback.
+pub struct Alone<'a> {
+    s: &'a Shared,
+    g: &'a crossbeam_epoch::Guard,
+    ts: u64,
+    /// (chain, the version installed, whether it replaced one of ours)
+    undo: Vec<(*const Chain, *mut Version)>,
+}
+
+impl Alone<'_> {
+    fn head(&self, t: TableId, key: &[u8]) -> Result<Option<&Chain>, TxError> {
+        check_key(key)?;
+        let tree = self.s.tables.get(t)?;
+        // SAFETY: chains live as long as the database.
+        Ok(tree
+            .get(key, &Pin(self.g))
+            .value
+            .map(|c| unsafe { &*(c as *const Chain) }))
+    }
+
+    /// The newest version's value (everything has completed).
+    fn latest(chain: &Chain) -> Option<&[u8]> {
+        let v = chain.head.load(Ordering::Acquire);
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: alive while pinned; READY (nothing is in flight).
+        let d = unsafe { (*v).data.load(Ordering::Acquire) };
+        // SAFETY: READY data is immutable until its version is freed.
+        (!d.is_null()).then(|| unsafe { (*d).value() }).flatten()
+    }
+
+    fn write(&mut self, t: TableId, key: &[u8], value: Option<&[u8]>) -> Result<bool, TxError> {
+        if let Some(v) = value {
+            check_value(v)?;
+        }
+        check_key(key)?;
+        if self.s.tables.get(t).is_err() {
+            return Err(Error::UnknownTableId(t.index()).into());
+        }
+        let chain = chain(self.s, t, key, self.g).expect("table exists");
+        let existed = Self::latest(chain).is_some();
+        let head = chain.head.load(Ordering::Acquire);
+        let data = value.map_or(std::ptr::null_mut(), |v| Data::alloc((), Some(v), 0));
+        // SAFETY: alive while pinned.
+        if !head.is_null() && unsafe { (*head).begin } == self.ts {
+            // Ours already: replace its value (the old one was never seen
+            // by anyone else).
+            // SAFETY: ours.
+            let old = unsafe { (*head).data.swap(data, Ordering::AcqRel) };
+            if !old.is_null() {
+                // SAFETY: no one else reads our uncommitted version.
+                unsafe { Data::free(old) };
+            }
+            return Ok(existed);
+        }
+        let v = Box::into_raw(Box::new(Version {
+            begin: self.ts,
+            end: AtomicU64::new(INF),
+            producer: std::ptr::null(),
+            state: AtomicU8::new(READY),
+            data: AtomicPtr::new(data),
+            prev: AtomicPtr::new(head),
+        }));
+        chain.head.store(v, Ordering::Release);
+        self.undo.push((chain as *const Chain, v));
+        Ok(existed)
+    }
+
+    fn commit(&mut self) {
+        for &(_, v) in &self.undo {
+            // SAFETY: ours; the superseded version ends at our timestamp.
+            let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
+            if !prev.is_null() {
+                // SAFETY: alive (below our version).
+                unsafe { (*prev).end.store(self.ts, Ordering::Release) };
+            }
+        }
+        self.undo.clear();
+    }
+
+    fn rollback(&mut self) {
+        for (chain, v) in self.undo.drain(..).rev() {
+            // SAFETY: our chain and version; nothing else runs.
+            unsafe {
+                (*chain)
+                    .head
+                    .store((*v).prev.load(Ordering::Acquire), Ordering::Release);
+                (*v).prev.store(std::ptr::null_mut(), Ordering::Relaxed);
+                free_chain(v);
+            }
+        }
+    }
+}
+
+impl Tx for Alone<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        Ok(self.head(t, key)?.and_then(Self::latest))
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, Some(value)).map(|_| ())
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        if self.get(t, key)?.is_some() {
+            return Err(Error::KeyExists.into());
+        }
+        self.put(t, key, value)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        if self.get(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, None)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: F,
+    ) -> Result<(), TxError> {
+        check_bounds(lo, hi)?;
+        let tree = self.s.tables.get(t)?;
+        if limit == 0 {
+            return Ok(());
+        }
+        let mut n = 0;
+        // Nothing changes while we run alone: read inside the index's scan.
+        tree.scan(
+            lo,
+            hi,
+            reverse,
+            &Pin(self.g),
+            |_, _| {},
+            |k, c| {
+                // SAFETY: chains live as long as the database.
+                match Self::latest(unsafe { &*(c as *const Chain) }) {
+                    Some(v) => {
+                        n += 1;
+                        f(k, v) && n < limit
+                    }
+                    None => true,
+                }
+            },
+        );
+        Ok(())
+    }
+}
