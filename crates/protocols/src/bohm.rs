@@ -213,8 +213,6 @@ struct Shared {
     next_batch: AtomicU64,
     /// Per execution thread: the last batch it finished (+1).
     finished: Box<[CachePadded<AtomicU64>]>,
-    /// Per CC thread: the last batch it planned (+1).
-    planned: Box<[CachePadded<AtomicU64>]>,
     stop: AtomicBool,
     /// The timestamp of the next procedure (or exclusive closure).
     next_ts: AtomicU64,
@@ -254,7 +252,6 @@ impl Bohm {
             batches: Mutex::new(VecDeque::new()),
             next_batch: AtomicU64::new(0),
             finished: (0..cfg.exec_threads).map(|_| Default::default()).collect(),
-            planned: (0..cfg.cc_threads).map(|_| Default::default()).collect(),
             stop: AtomicBool::new(false),
             next_ts: AtomicU64::new(1),
         });
@@ -331,6 +328,16 @@ fn owner(t: TableId, key: &[u8], m: usize) -> usize {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
     (h % m as u64) as usize
+}
+
+/// §3.3.2's low watermark: every batch below it has been finished by
+/// every execution thread.
+fn low_watermark(s: &Shared) -> u64 {
+    s.finished
+        .iter()
+        .map(|f| f.load(Ordering::SeqCst))
+        .min()
+        .unwrap_or(0)
 }
 
 /// Wait briefly for something to change (threads outnumber cores here).
@@ -482,16 +489,10 @@ fn cc_thread(s: &Shared, me: usize) {
         drop(g);
         // §3.2.4: one meeting point per batch.
         b.planned.fetch_add(1, Ordering::SeqCst);
-        s.planned[me].store(b.number + 1, Ordering::SeqCst);
         number += 1;
         // Condition 3: below a version written in a batch every execution
         // thread has finished, no one reads again.
-        let low = s
-            .finished
-            .iter()
-            .map(|f| f.load(Ordering::SeqCst))
-            .min()
-            .unwrap_or(0);
+        let low = low_watermark(s);
         while let Some(&(bn, v)) = superseded.front() {
             if bn >= low {
                 break;
@@ -567,12 +568,7 @@ fn exec_thread(s: &Shared, me: usize) {
         // The last execution thread through a batch drops it from the log
         // (once every thread is past it, no one needs its slots; readers
         // that loaded a pointer to one are pinned: retire it).
-        let low = s
-            .finished
-            .iter()
-            .map(|f| f.load(Ordering::SeqCst))
-            .min()
-            .unwrap_or(0);
+        let low = low_watermark(s);
         let mut q = s.batches.lock().unwrap_or_else(|p| p.into_inner());
         while q.front().is_some_and(|f| f.number < low) {
             let old = q.pop_front().expect("front");

@@ -38,8 +38,12 @@ fn driver(seed: u64) -> DriverConfig {
 
 const ARRANGEMENTS: [(usize, usize, usize); 3] = [(1, 1, 100), (2, 2, 64), (1, 2, 7)];
 
-#[test]
-fn ycsb_counters_add_up() {
+/// Load `w` on BOHM with each arrangement, run it, and check its
+/// invariants; `check` looks at the report too.
+fn on_each_arrangement<W: Workload>(
+    make: impl Fn() -> W,
+    check: impl Fn(&granary_workloads::driver::RunReport) -> Result<(), String>,
+) {
     let s = seed();
     for (m, n, batch) in ARRANGEMENTS {
         let db = Bohm::new(Config {
@@ -48,14 +52,7 @@ fn ycsb_counters_add_up() {
             batch,
         })
         .unwrap();
-        let cfg = YcsbConfig::preset("study")
-            .unwrap()
-            .keys(50)
-            .theta(0.9)
-            .ops_per_txn(4)
-            .read_pct(50.0)
-            .write_kind(WriteKind::Rmw);
-        let mut w = Ycsb::new(cfg).unwrap();
+        let mut w = make();
         w.load(&db, &|_, _| {}).unwrap();
         let r = run(&w, &db, &driver(s), &|_, _| {}).unwrap();
         assert!(
@@ -63,41 +60,44 @@ fn ycsb_counters_add_up() {
             "m={m} n={n} batch={batch} (seed {s}): {:?}",
             r.invariant_violations
         );
-        assert!(r.commits > 100, "m={m} n={n}: {} commits", r.commits);
+        if let Err(e) = check(&r) {
+            panic!("m={m} n={n} batch={batch} (seed {s}): {e}");
+        }
         eprintln!(
-            "bohm m={m} n={n} batch={batch}: ycsb {:.0} txn/s",
+            "bohm m={m} n={n} batch={batch}: {:.0} txn/s",
             r.throughput_txn_per_s
         );
     }
 }
 
 #[test]
+fn ycsb_counters_add_up() {
+    let cfg = YcsbConfig::preset("study")
+        .unwrap()
+        .keys(50)
+        .theta(0.9)
+        .ops_per_txn(4)
+        .read_pct(50.0)
+        .write_kind(WriteKind::Rmw);
+    on_each_arrangement(
+        || Ycsb::new(cfg.clone()).unwrap(),
+        |r| match r.commits > 100 {
+            true => Ok(()),
+            false => Err(format!("{} commits", r.commits)),
+        },
+    );
+}
+
+#[test]
 fn smallbank_conserves_money() {
-    let s = seed();
-    for (m, n, batch) in ARRANGEMENTS {
-        let db = Bohm::new(Config {
-            cc_threads: m,
-            exec_threads: n,
-            batch,
-        })
-        .unwrap();
-        let mut w = SmallBank::new(SmallBankConfig::new(20)).unwrap();
-        w.load(&db, &|_, _| {}).unwrap();
-        let r = run(&w, &db, &driver(s), &|_, _| {}).unwrap();
-        assert!(
-            r.invariant_violations.is_empty(),
-            "m={m} n={n} batch={batch} (seed {s}): {:?}",
-            r.invariant_violations
-        );
-        let rolled_back: u64 = r.types.iter().map(|t| t.user_aborts).sum();
-        assert!(
-            r.commits > 100 && rolled_back > 0,
-            "m={m} n={n}: {} commits, {rolled_back} rolled back",
-            r.commits
-        );
-        eprintln!(
-            "bohm m={m} n={n} batch={batch}: smallbank {:.0} txn/s",
-            r.throughput_txn_per_s
-        );
-    }
+    on_each_arrangement(
+        || SmallBank::new(SmallBankConfig::new(20)).unwrap(),
+        |r| {
+            let rolled_back: u64 = r.types.iter().map(|t| t.user_aborts).sum();
+            match r.commits > 100 && rolled_back > 0 {
+                true => Ok(()),
+                false => Err(format!("{} commits, {rolled_back} rolled back", r.commits)),
+            }
+        },
+    );
 }
