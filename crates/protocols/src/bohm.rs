@@ -752,6 +752,18 @@ impl Txn<'_> {
             .position(|(wt, wk)| wt == t && wk == key)
     }
 
+    /// The index of `key` in the declared write set, which must have a
+    /// placeholder (its table existed when the batch was planned).
+    fn placeholder(&self, t: TableId, key: &[u8]) -> Result<usize, TxError> {
+        let i = self
+            .write_index(t, key)
+            .ok_or_else(|| Self::undeclared(t))?;
+        if self.slot.writes[i].load(Ordering::Acquire).is_null() {
+            return Err(Error::UnknownTableId(t.index()).into());
+        }
+        Ok(i)
+    }
+
     fn undeclared(t: TableId) -> TxError {
         Error::Undeclared(format!(
             "BOHM plans writes from the declared write set; table {} key not declared",
@@ -799,9 +811,7 @@ impl Tx for Txn<'_> {
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         check_value(value)?;
-        let i = self
-            .write_index(t, key)
-            .ok_or_else(|| Self::undeclared(t))?;
+        let i = self.placeholder(t, key)?;
         match self.writes.entries.iter_mut().find(|e| e.0 == i) {
             Some(e) => e.1 = Some(value.to_vec()),
             None => self.writes.entries.push((i, Some(value.to_vec()))),
@@ -815,9 +825,7 @@ impl Tx for Txn<'_> {
         key: &[u8],
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        let i = self
-            .write_index(t, key)
-            .ok_or_else(|| Self::undeclared(t))?;
+        let i = self.placeholder(t, key)?;
         if let Some(e) = self.writes.entries.iter_mut().find(|e| e.0 == i) {
             return Ok(e.1.as_deref_mut().map(f));
         }
@@ -838,9 +846,7 @@ impl Tx for Txn<'_> {
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        let i = self
-            .write_index(t, key)
-            .ok_or_else(|| Self::undeclared(t))?;
+        let i = self.placeholder(t, key)?;
         let existed = self.get(t, key)?.is_some();
         match self.writes.entries.iter_mut().find(|e| e.0 == i) {
             Some(e) => e.1 = None,
@@ -1183,5 +1189,78 @@ impl Tx for Alone<'_> {
             },
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Puts `value` at `key`, and optionally at a key it did not declare.
+    struct Put {
+        t: TableId,
+        key: u64,
+        stray: bool,
+    }
+
+    impl Body for Put {
+        type Output = ();
+
+        fn run<T: Tx>(&mut self, tx: &mut T) -> Result<(), TxError> {
+            tx.put(self.t, &self.key.to_be_bytes(), b"v")?;
+            if self.stray {
+                tx.put(self.t, b"undeclared", b"v")?;
+            }
+            Ok(())
+        }
+    }
+
+    fn submit(w: &mut Runner, t: TableId, key: u64, stray: bool) -> Result<Option<()>, Error> {
+        let mut p = Procedure::new(0, Put { t, key, stray });
+        p.declared.write(t, &key.to_be_bytes());
+        p.planned = true;
+        w.submit(p).unwrap();
+        let mut done: Vec<Done<Put>> = Vec::new();
+        w.poll(true, &mut done).unwrap();
+        done.pop().unwrap().outcome
+    }
+
+    /// A write outside the declared set fails the procedure (BOHM planned
+    /// no placeholder for it), and undoes its declared writes; an
+    /// undeclared procedure is refused.
+    #[test]
+    fn undeclared_writes_fail_and_undo() {
+        let db = Bohm::new(Config::default()).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut w = db.runner().unwrap();
+        assert_eq!(submit(&mut w, t, 1, false).unwrap(), Some(()));
+        assert!(matches!(
+            submit(&mut w, t, 2, true),
+            Err(Error::Undeclared(_))
+        ));
+        let got = w
+            .try_run(|tx| {
+                Ok((
+                    tx.get(t, &1u64.to_be_bytes())?.is_some(),
+                    tx.get(t, &2u64.to_be_bytes())?.is_some(),
+                ))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, (true, false), "the failed procedure's write is undone");
+        let p = Procedure::new(
+            0,
+            Put {
+                t,
+                key: 3,
+                stray: false,
+            },
+        );
+        assert!(matches!(w.submit(p), Err(Error::Undeclared(_))));
+        assert!(Bohm::new(Config {
+            batch: 0,
+            ..Config::default()
+        })
+        .is_err());
     }
 }
