@@ -8,10 +8,13 @@
 //!   requester, which retries after a backoff).
 //! * [`partitioned`]: Partitioned-Store (Silo §5.4): one spinlock per
 //!   partition of the workload's partition key, taken in order before the
-//!   body runs, and per-partition maps with no other concurrency control.
+//!   body runs, and per-partition trees touched only under their lock.
 //! * [`mvcc`]: one multiversion store with a global timestamp counter,
 //!   run as Hekaton's optimistic serializable scheme or as Snapshot
 //!   Isolation (first updater wins, no read validation).
+//! * [`bohm`]: BOHM (in progress): procedures sequenced into batches,
+//!   planned by concurrency-control threads that own key partitions, and
+//!   run by execution threads against the versions planned for them.
 //!
 //! A design here depends on `granary-api`, the index (`granary-index`,
 //! which maps keys to a `u64` that each design uses for its own record
