@@ -34,6 +34,18 @@
 //! Closures (`TxRunner::try_run`: loading, verification, the conformance
 //! tests) cannot be planned: they run alone, after every procedure
 //! submitted before them has completed, with the pipeline held.
+//!
+//! Memory ordering. A version's fields are written before its chain's
+//! head (or a procedure's placeholder slot) is stored with Release, and
+//! loaded after an Acquire load of it; a placeholder's data is stored
+//! before its state becomes READY (Release), and read after an Acquire
+//! load of the state. The progress words that order the stages (the
+//! batch counter `next_batch`, a batch's `planned` count, each execution
+//! thread's `finished` batch, `stop`, the timestamp counter) are SeqCst:
+//! a stage that sees another's progress must also see everything that
+//! stage wrote before it (placeholders before `planned`, published
+//! versions before `finished`), across threads that each read several of
+//! them, and they are touched once per batch, not per access.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -612,7 +624,6 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
         writes: own,
         depth,
         blocked: false,
-        scratch: Vec::new(),
     };
     let r = job.run(&mut tx);
     let Txn {
@@ -739,7 +750,6 @@ pub struct Txn<'a> {
     /// A read found an input another thread is producing: the run is
     /// abandoned and retried later.
     blocked: bool,
-    scratch: Vec<u8>,
 }
 
 impl Txn<'_> {
@@ -865,7 +875,6 @@ impl Tx for Txn<'_> {
         _f: F,
     ) -> Result<(), TxError> {
         check_bounds(lo, hi)?;
-        let _ = &self.scratch;
         Err(Error::InvalidOption(
             "BOHM: range scans inside procedures are not built yet (issue 20)".into(),
         )

@@ -63,3 +63,21 @@ conformance_tests! {
     scans: yes,
     deletes: yes,
 }
+
+/// BOHM runs closures (what the suite issues) alone, with its pipeline
+/// held: these tests check that path (versions installed and undone by a
+/// closure, scans, deletes), not the pipeline, which `tests/bohm.rs`
+/// checks with procedures.
+fn bohm() -> granary_protocols::bohm::Bohm {
+    granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config::default()).expect("bohm")
+}
+
+conformance_tests! {
+    bohm_closures,
+    engine: bohm,
+    level: Serializable,
+    aborts: no("a closure runs alone, so it never conflicts"),
+    interactive: no("BOHM needs a transaction whole before it runs (bohm-vldb15 §3)"),
+    scans: yes,
+    deletes: yes,
+}
