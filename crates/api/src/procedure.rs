@@ -87,4 +87,8 @@ pub struct Done<B: Body> {
     /// `Ok(Some(v))`: committed with output `v`; `Ok(None)`: rolled back
     /// by its own logic; `Err(e)`: failed.
     pub outcome: Result<Option<B::Output>, Error>,
+    /// The design's commit-order key of the committed run (as
+    /// [`TxRunner::last_commit_key`]: for any one key, its successive
+    /// writers' keys increase); 0 if it did not commit.
+    pub commit_key: u64,
 }

@@ -71,6 +71,12 @@ pub struct BohmArgs {
     /// `--threads` are the clients that submit them.
     #[arg(long, default_value_t = 1)]
     pub bohm_exec: usize,
+    /// Instead of separate CC and execution threads: T threads that each
+    /// plan their partition of a batch, then run their share of it
+    /// (m = n = T; the stages no longer overlap, but no thread idles while
+    /// the other stage has work). `--bohm-threads 1` is BOHM on one thread.
+    #[arg(long, value_name = "T", conflicts_with_all = ["bohm_cc", "bohm_exec"])]
+    pub bohm_threads: Option<usize>,
     /// Procedures per BOHM batch (each client keeps this many in flight).
     #[arg(long, default_value_t = 1000)]
     pub bohm_batch: usize,
@@ -82,23 +88,41 @@ impl BohmArgs {
     /// would only take turns.
     ///
     /// # Errors
-    /// A count of 0, or more CC plus execution threads than cores.
+    /// A count of 0, or more BOHM threads than cores.
+    // Test-only `mutant` builds give the config one more field.
+    #[allow(clippy::needless_update)]
     pub fn config(&self) -> Result<granary_protocols::bohm::Config, String> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if self.bohm_cc == 0 || self.bohm_exec == 0 || self.bohm_batch == 0 {
-            return Err("--bohm-cc, --bohm-exec and --bohm-batch must be at least 1".into());
+        if self.bohm_cc == 0
+            || self.bohm_exec == 0
+            || self.bohm_batch == 0
+            || self.bohm_threads == Some(0)
+        {
+            return Err(
+                "--bohm-cc, --bohm-exec, --bohm-threads and --bohm-batch must be at least 1".into(),
+            );
         }
-        if self.bohm_cc + self.bohm_exec > cores {
+        let (cc, exec, both) = match self.bohm_threads {
+            Some(t) => (t, t, true),
+            None => (self.bohm_cc, self.bohm_exec, false),
+        };
+        let threads = if both { cc } else { cc + exec };
+        if threads > cores {
+            let asked = match self.bohm_threads {
+                Some(t) => format!("--bohm-threads {t}"),
+                None => format!("--bohm-cc {cc} + --bohm-exec {exec}"),
+            };
             return Err(format!(
-                "--bohm-cc {} + --bohm-exec {} threads exceed this machine's {cores} cores \
-                 (BOHM's threads wait by spinning; more of them than cores only take turns)",
-                self.bohm_cc, self.bohm_exec
+                "{asked} threads exceed this machine's {cores} cores \
+                 (BOHM's threads wait by spinning; more of them than cores only take turns)"
             ));
         }
         Ok(granary_protocols::bohm::Config {
-            cc_threads: self.bohm_cc,
-            exec_threads: self.bohm_exec,
+            cc_threads: cc,
+            exec_threads: exec,
             batch: self.bohm_batch,
+            both,
+            ..Default::default()
         })
     }
 }

@@ -72,6 +72,8 @@ pub struct CheckArgs {
     /// across epochs more often).
     #[arg(long, default_value_t = 5)]
     pub epoch_ms: u64,
+    #[command(flatten)]
+    pub bohm: crate::bench::BohmArgs,
 }
 
 /// One protocol's result.
@@ -109,12 +111,15 @@ struct Outputs<'a> {
 /// What `workload` is, for protocols to refuse.
 fn info(workload: CheckWorkload) -> WorkloadInfo {
     let name = format!("check {workload}");
-    match workload {
+    let info = match workload {
         CheckWorkload::Bank => WorkloadInfo::unpartitioned(name, "its audits scan every account"),
         CheckWorkload::ListAppend | CheckWorkload::Ycsb | CheckWorkload::WriteSkew => {
             WorkloadInfo::unpartitioned(name, "the check workloads declare no partitions")
         }
-    }
+    };
+    // Every check transaction is a procedure (its loading and final audit
+    // are closures, which a pipelined design runs alone).
+    info.procedures(true, "")
 }
 
 /// Returns the number of anomalies found over every protocol (the caller
@@ -137,7 +142,8 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     cfg.theta = a.theta;
     cfg.seed = seed;
     let silo = Options::default().epoch_interval(Duration::from_millis(a.epoch_ms.max(1)));
-    let opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
+    let mut opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
+    opts.bohm = a.bohm.config()?;
     let several = a.protocol.len() > 1;
     let mut outs = Vec::new();
     for (i, &p) in a.protocol.iter().enumerate() {

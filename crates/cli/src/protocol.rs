@@ -51,8 +51,9 @@ pub enum Protocol {
     /// no read validation (write skew commits).
     Si,
     /// BOHM: procedures planned in batches by CC threads, run by
-    /// execution threads (--bohm-cc, --bohm-exec, --bohm-batch); in
-    /// progress: ycsb-mix without long reads and smallbank only.
+    /// execution threads (--bohm-cc, --bohm-exec or --bohm-threads,
+    /// --bohm-batch); in progress: ycsb-mix without long reads, smallbank
+    /// and the check workloads only.
     Bohm,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the
@@ -65,6 +66,10 @@ pub enum Protocol {
     #[value(name = "2pl-mutant")]
     #[serde(rename = "2pl-mutant")]
     TwoPlMutant,
+    /// BOHM whose reads skip placeholders not yet produced (stale reads):
+    /// NOT serializable; test-only `mutant` builds.
+    #[cfg(feature = "mutant")]
+    BohmMutant,
 }
 
 /// The isolation level a protocol claims (`granary check` checks against
@@ -140,6 +145,8 @@ impl Protocol {
             // They claim serializability, and the checker must refute it.
             #[cfg(feature = "mutant")]
             Protocol::SiloMutant | Protocol::TwoPlMutant => Traits::SERIALIZABLE,
+            #[cfg(feature = "mutant")]
+            Protocol::BohmMutant => Protocol::Bohm.traits(),
         }
     }
 
@@ -485,6 +492,15 @@ macro_rules! with_engine {
                 let $db = granary_protocols::two_pl::TwoPl::new(
                     granary_protocols::two_pl::Variant::MutantShortReads,
                 );
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::BohmMutant => {
+                let $db = granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config {
+                    mutant_skip_unready: true,
+                    ..opts.bohm
+                })
+                .map_err(|e| e.to_string())?;
                 $body
             }
             #[cfg(feature = "mutant")]

@@ -1,8 +1,8 @@
 //! BOHM: serializable multiversion concurrency control planned in batches
 //! (Faleiro and Abadi, VLDB'15, §3). **In progress** (issue 20): the
-//! pipeline runs YCSB and SmallBank procedures; scans inside procedures,
-//! the read-set annotation, reconnaissance for write sets that depend on
-//! reads (TPC-C), and the m/n split on one thread are not built yet.
+//! pipeline runs procedures (YCSB, SmallBank, the check workloads), scans
+//! included; the read-set annotation and reconnaissance for write sets
+//! that depend on reads (TPC-C) are not built yet.
 //!
 //! * **Sequencer** (§3.2.1): one thread takes submitted procedures in
 //!   arrival order; a procedure's position in that log is its timestamp.
@@ -30,6 +30,9 @@
 //!   the last batch it finished; below the minimum, no procedure will read
 //!   a version that a later batch superseded, and the owning CC thread
 //!   cuts the chain there.
+//!
+//! With [`Config::both`], each CC thread is also an execution thread: it
+//! plans its partition of a batch, meets the others, and runs its share.
 //!
 //! Closures (`TxRunner::try_run`: loading, verification, the conformance
 //! tests) cannot be planned: they run alone, after every procedure
@@ -65,6 +68,7 @@ use granary_index::{Insert, Tree};
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::Pin;
+use crate::scan::Batch as ScanBatch;
 use crate::sync::backoff;
 use crate::value::Tail;
 
@@ -77,6 +81,18 @@ pub struct Config {
     pub exec_threads: usize,
     /// The most procedures in a batch.
     pub batch: usize,
+    /// Each CC thread is also an execution thread (`exec_threads` must
+    /// equal `cc_threads`): it plans its partition of a batch, meets the
+    /// others, then runs its share of the batch — no pipelining between
+    /// the stages, but no thread idles while another stage has work, which
+    /// is what a machine with few cores needs (one thread can run BOHM
+    /// alone).
+    pub both: bool,
+    /// Test-only mutant (NOT serializable): a read that finds a
+    /// placeholder not yet produced reads the version below it instead of
+    /// waiting for (or evaluating) its producer. The checker must catch it.
+    #[cfg(feature = "mutant")]
+    pub mutant_skip_unready: bool,
 }
 
 impl Default for Config {
@@ -85,6 +101,9 @@ impl Default for Config {
             cc_threads: 1,
             exec_threads: 1,
             batch: 1000,
+            both: false,
+            #[cfg(feature = "mutant")]
+            mutant_skip_unready: false,
         }
     }
 }
@@ -144,6 +163,8 @@ trait Job: Send {
 struct Boxed<B: Body> {
     p: Box<Procedure<B>>,
     out: Option<Result<Option<B::Output>, Error>>,
+    /// The timestamp it ran at.
+    ts: u64,
 }
 
 impl<B: Body> Job for Boxed<B> {
@@ -152,6 +173,7 @@ impl<B: Body> Job for Boxed<B> {
     }
 
     fn run(&mut self, tx: &mut Txn<'_>) -> Result<bool, TxError> {
+        self.ts = tx.slot.ts;
         match self.p.body.run(tx) {
             Ok(v) => {
                 self.out = Some(Ok(Some(v)));
@@ -251,6 +273,13 @@ impl Bohm {
                 )));
             }
         }
+        if cfg.both && cfg.cc_threads != cfg.exec_threads {
+            return Err(Error::InvalidOption(format!(
+                "BOHM threads that both plan and execute: {} CC and {} execution threads \
+                 must be the same threads",
+                cfg.cc_threads, cfg.exec_threads
+            )));
+        }
         if cfg.batch == 0 {
             return Err(Error::InvalidOption(
                 "BOHM's batch size must be at least 1".into(),
@@ -270,6 +299,13 @@ impl Bohm {
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
         threads.push(spawn("bohm-seq", move || sequencer(&s)));
+        if cfg.both {
+            for me in 0..cfg.cc_threads {
+                let s = Arc::clone(&shared);
+                threads.push(spawn(&format!("bohm-{me}"), move || both_thread(&s, me)));
+            }
+            return Ok(Bohm { shared, threads });
+        }
         for me in 0..cfg.cc_threads {
             let s = Arc::clone(&shared);
             threads.push(spawn(&format!("bohm-cc-{me}"), move || cc_thread(&s, me)));
@@ -460,19 +496,32 @@ fn batch(s: &Shared, number: u64) -> Option<Arc<Batch>> {
     }
 }
 
-fn cc_thread(s: &Shared, me: usize) {
-    let m = s.cfg.cc_threads;
-    // Versions this thread superseded, by batch: cut once every execution
-    // thread has finished the batch (Condition 3).
-    let mut superseded: VecDeque<(u64, *mut Version)> = VecDeque::new();
-    let mut number = 0;
-    while let Some(b) = batch(s, number) {
+/// A CC thread's work (§3.2.2–3.2.4), batch by batch.
+struct Planner {
+    me: usize,
+    /// Versions this thread superseded, by batch: cut once every
+    /// execution thread has finished the batch (Condition 3).
+    superseded: VecDeque<(u64, *mut Version)>,
+}
+
+impl Planner {
+    fn new(me: usize) -> Planner {
+        Planner {
+            me,
+            superseded: VecDeque::new(),
+        }
+    }
+
+    /// Install placeholders for the keys of `b` this thread owns, then
+    /// check in at the batch's meeting point.
+    fn plan(&mut self, s: &Shared, b: &Batch) {
+        let m = s.cfg.cc_threads;
         let g = crossbeam_epoch::pin();
         for slot in b.slots.iter() {
             // SAFETY: the job is not run before the batch is planned.
             let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
             for (i, (t, key)) in job.declared().writes().enumerate() {
-                if owner(t, key, m) != me {
+                if owner(t, key, m) != self.me {
                     continue;
                 }
                 let Some(chain) = chain(s, t, key, &g) else {
@@ -492,7 +541,7 @@ fn cc_thread(s: &Shared, me: usize) {
                 if !old.is_null() {
                     // SAFETY: owned by this thread's partition; alive.
                     unsafe { (*old).end.store(slot.ts, Ordering::Release) };
-                    superseded.push_back((b.number, v));
+                    self.superseded.push_back((b.number, v));
                 }
                 chain.head.store(v, Ordering::Release);
                 slot.writes[i].store(v, Ordering::Release);
@@ -501,20 +550,32 @@ fn cc_thread(s: &Shared, me: usize) {
         drop(g);
         // §3.2.4: one meeting point per batch.
         b.planned.fetch_add(1, Ordering::SeqCst);
-        number += 1;
-        // Condition 3: below a version written in a batch every execution
-        // thread has finished, no one reads again.
+    }
+
+    /// Cut the chains below versions written in batches every execution
+    /// thread has finished: no one reads below them again (Condition 3).
+    fn collect(&mut self, s: &Shared) {
         let low = low_watermark(s);
-        while let Some(&(bn, v)) = superseded.front() {
+        while let Some(&(bn, v)) = self.superseded.front() {
             if bn >= low {
                 break;
             }
-            superseded.pop_front();
+            self.superseded.pop_front();
             // SAFETY: our partition's version, alive (cut only here).
             let cut = unsafe { (*v).prev.swap(std::ptr::null_mut(), Ordering::AcqRel) };
             // SAFETY: no procedure reads below `v` any more (above).
             unsafe { free_chain(cut) };
         }
+    }
+}
+
+fn cc_thread(s: &Shared, me: usize) {
+    let mut p = Planner::new(me);
+    let mut number = 0;
+    while let Some(b) = batch(s, number) {
+        p.plan(s, &b);
+        number += 1;
+        p.collect(s);
     }
 }
 
@@ -545,28 +606,41 @@ fn chain<'s>(
     Some(unsafe { &*c })
 }
 
-fn exec_thread(s: &Shared, me: usize) {
-    let n = s.cfg.exec_threads;
-    let m = s.cfg.cc_threads;
-    let mut number = 0;
-    let mut buf = WriteBuf::default();
-    while let Some(b) = batch(s, number) {
+/// An execution thread's work (§3.3.1), batch by batch.
+struct Executor {
+    me: usize,
+    buf: WriteBuf,
+}
+
+impl Executor {
+    fn new(me: usize) -> Executor {
+        Executor {
+            me,
+            buf: WriteBuf::default(),
+        }
+    }
+
+    /// Once `b` is planned, see this thread's share of it complete, then
+    /// publish that the thread is past it. False if stopping first.
+    fn run(&mut self, s: &Shared, b: &Batch) -> bool {
+        let n = s.cfg.exec_threads;
+        let m = s.cfg.cc_threads;
         let mut spins = 0;
         while b.planned.load(Ordering::SeqCst) < m {
             if s.stop.load(Ordering::SeqCst) {
-                return;
+                return false;
             }
             pause(&mut spins);
         }
         // Our share: procedures me, me + n, ...; others may run them too.
-        let mut left: Vec<usize> = (me..b.slots.len()).step_by(n).collect();
+        let mut left: Vec<usize> = (self.me..b.slots.len()).step_by(n).collect();
         while !left.is_empty() {
             left.retain(|&i| {
                 let slot = &b.slots[i];
                 match slot.state.load(Ordering::Acquire) {
                     COMPLETE => false,
                     _ => {
-                        let _ = execute(s, slot, &mut buf, 0);
+                        let _ = execute(s, slot, &mut self.buf, 0);
                         slot.state.load(Ordering::Acquire) != COMPLETE
                     }
                 }
@@ -575,8 +649,7 @@ fn exec_thread(s: &Shared, me: usize) {
                 pause(&mut spins);
             }
         }
-        s.finished[me].store(b.number + 1, Ordering::SeqCst);
-        number += 1;
+        s.finished[self.me].store(b.number + 1, Ordering::SeqCst);
         // The last execution thread through a batch drops it from the log
         // (once every thread is past it, no one needs its slots; readers
         // that loaded a pointer to one are pinned: retire it).
@@ -586,6 +659,34 @@ fn exec_thread(s: &Shared, me: usize) {
             let old = q.pop_front().expect("front");
             crossbeam_epoch::pin().defer(move || drop(old));
         }
+        true
+    }
+}
+
+fn exec_thread(s: &Shared, me: usize) {
+    let mut e = Executor::new(me);
+    let mut number = 0;
+    while let Some(b) = batch(s, number) {
+        if !e.run(s, &b) {
+            return;
+        }
+        number += 1;
+    }
+}
+
+/// A thread that plays both parts ([`Config::both`]): it plans its
+/// partition of each batch, meets the others, then runs its share.
+fn both_thread(s: &Shared, me: usize) {
+    let mut p = Planner::new(me);
+    let mut e = Executor::new(me);
+    let mut number = 0;
+    while let Some(b) = batch(s, number) {
+        p.plan(s, &b);
+        if !e.run(s, &b) {
+            return;
+        }
+        number += 1;
+        p.collect(s);
     }
 }
 
@@ -790,6 +891,12 @@ impl Txn<'_> {
         let Some(c) = tree.get(key, &Pin(self.g)).value else {
             return Ok(None);
         };
+        self.visible_in(c)
+    }
+
+    /// The value chain `c` (an index value) holds at this procedure's
+    /// timestamp.
+    fn visible_in<'v>(&mut self, c: u64) -> Result<Option<&'v [u8]>, TxError> {
         // SAFETY: chains live as long as the database.
         let chain = unsafe { &*(c as *const Chain) };
         let mut v = chain.head.load(Ordering::Acquire);
@@ -799,6 +906,14 @@ impl Txn<'_> {
             // SAFETY: as above.
             v = unsafe { (*v).prev.load(Ordering::Acquire) };
         }
+        #[cfg(feature = "mutant")]
+        if self.s.cfg.mutant_skip_unready {
+            // SAFETY: as above.
+            while !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } != READY {
+                // SAFETY: as above.
+                v = unsafe { (*v).prev.load(Ordering::Acquire) };
+            }
+        }
         match resolve(self.s, v, self.depth, &mut WriteBuf::default()) {
             Ok(d) => Ok(d),
             Err(Blocked::Later) => {
@@ -806,6 +921,14 @@ impl Txn<'_> {
                 Err(TxError::Conflict(AbortReason::CommitDependency))
             }
         }
+    }
+
+    /// This procedure's own buffered write of `key`, if any:
+    /// `Some(None)` is its deletion.
+    fn own(&self, t: TableId, key: &[u8]) -> Option<Option<&[u8]>> {
+        let i = self.write_index(t, key)?;
+        let e = self.writes.entries.iter().find(|e| e.0 == i)?;
+        Some(e.1.as_deref())
     }
 }
 
@@ -865,20 +988,48 @@ impl Tx for Txn<'_> {
         Ok(existed)
     }
 
+    /// A scan sees, for each key in range, the version visible at this
+    /// procedure's timestamp (or its own write). It is serializable
+    /// without predicate locks: every procedure timestamped before this
+    /// one was planned before this one runs, and planning puts each key
+    /// it writes — inserts included — into the index with a placeholder;
+    /// keys that later procedures insert have only versions this one
+    /// does not see. (ARCHITECTURE.md, "BOHM".)
     fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
         &mut self,
-        _t: TableId,
+        t: TableId,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
-        _limit: usize,
-        _reverse: bool,
-        _f: F,
+        limit: usize,
+        reverse: bool,
+        mut f: F,
     ) -> Result<(), TxError> {
         check_bounds(lo, hi)?;
-        Err(Error::InvalidOption(
-            "BOHM: range scans inside procedures are not built yet (issue 20)".into(),
-        )
-        .into())
+        let tree = self.s.tables.get(t)?;
+        if limit == 0 {
+            return Ok(());
+        }
+        let mut batch = ScanBatch::default();
+        batch.start();
+        let mut n = 0;
+        loop {
+            let want = (limit - n).clamp(1, 64);
+            if !batch.next(tree, lo, hi, reverse, want, &Pin(self.g), |_, _| {}) {
+                return Ok(());
+            }
+            for (k, c) in batch.iter() {
+                let value = match self.own(t, k) {
+                    Some(v) => v,
+                    None => self.visible_in(c)?,
+                };
+                if let Some(v) = value {
+                    n += 1;
+                    if !f(k, v) || n == limit {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -999,7 +1150,11 @@ impl TxRunner for Runner {
         }
         self.in_flight += 1;
         self.send(Input::Job(
-            Box::new(Boxed { p, out: None }),
+            Box::new(Boxed {
+                p,
+                out: None,
+                ts: 0,
+            }),
             Arc::clone(&self.client),
         ));
         Ok(())
@@ -1022,15 +1177,20 @@ impl TxRunner for Runner {
             let b = j
                 .downcast::<Boxed<B>>()
                 .map_err(|_| Error::InvalidOption("one client, one procedure type".into()))?;
-            let Boxed { p, out } = *b;
+            let Boxed { p, out, ts } = *b;
             self.in_flight -= 1;
             let outcome = out.expect("a completed procedure has an outcome");
+            let mut commit_key = 0;
             if matches!(outcome, Ok(Some(_))) {
                 self.stats.commits += 1;
+                // §3.2.1: the log position orders every key's versions.
+                commit_key = ts;
+                self.last_ts = ts;
             }
             done.push(Done {
                 procedure: p,
                 outcome,
+                commit_key,
             });
         }
         Ok(())

@@ -36,20 +36,31 @@ fn driver(seed: u64) -> DriverConfig {
     }
 }
 
-const ARRANGEMENTS: [(usize, usize, usize); 3] = [(1, 1, 100), (2, 2, 64), (1, 2, 7)];
+/// (CC threads, execution threads, batch, whether each thread does both).
+const ARRANGEMENTS: [(usize, usize, usize, bool); 5] = [
+    (1, 1, 100, false),
+    (2, 2, 64, false),
+    (1, 2, 7, false),
+    (1, 1, 50, true),
+    (2, 2, 16, true),
+];
 
 /// Load `w` on BOHM with each arrangement, run it, and check its
 /// invariants; `check` looks at the report too.
+// Test-only `mutant` builds give the config one more field.
+#[allow(clippy::needless_update)]
 fn on_each_arrangement<W: Workload>(
     make: impl Fn() -> W,
     check: impl Fn(&granary_workloads::driver::RunReport) -> Result<(), String>,
 ) {
     let s = seed();
-    for (m, n, batch) in ARRANGEMENTS {
+    for (m, n, batch, both) in ARRANGEMENTS {
         let db = Bohm::new(Config {
             cc_threads: m,
             exec_threads: n,
             batch,
+            both,
+            ..Config::default()
         })
         .unwrap();
         let mut w = make();
@@ -57,14 +68,14 @@ fn on_each_arrangement<W: Workload>(
         let r = run(&w, &db, &driver(s), &|_, _| {}).unwrap();
         assert!(
             r.invariant_violations.is_empty(),
-            "m={m} n={n} batch={batch} (seed {s}): {:?}",
+            "m={m} n={n} batch={batch} both={both} (seed {s}): {:?}",
             r.invariant_violations
         );
         if let Err(e) = check(&r) {
-            panic!("m={m} n={n} batch={batch} (seed {s}): {e}");
+            panic!("m={m} n={n} batch={batch} both={both} (seed {s}): {e}");
         }
         eprintln!(
-            "bohm m={m} n={n} batch={batch}: {:.0} txn/s",
+            "bohm m={m} n={n} batch={batch} both={both}: {:.0} txn/s",
             r.throughput_txn_per_s
         );
     }

@@ -25,10 +25,10 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use granary_api::{Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{Body, Declared, Done, Engine, Error, Procedure, TableId, Tx, TxError, TxRunner};
 use granary_check::History;
 
-use crate::record::{merge, RecTx, Recorder, RecordingRunner};
+use crate::record::{merge, Attempt, AttemptIds, RecTx, Recorder, RecordingRunner};
 use crate::rng::Rng;
 use crate::zipf::Zipf;
 
@@ -209,7 +209,6 @@ pub fn run_check<E: Engine>(
                 let (committed, zipf) = (&committed, &zipf);
                 s.spawn(move || {
                     let mut runner = engine.runner()?;
-                    let mut rec = Recorder::new(w as u16);
                     let mut rng = Rng::new(cfg.seed, w as u64 + 1);
                     let mut ctx = Ctx {
                         cfg,
@@ -218,27 +217,13 @@ pub fn run_check<E: Engine>(
                         rng: &mut rng,
                         violations: Vec::new(),
                         worker: w as u64,
+                        rec: Recorder::new(w as u16),
+                        aborted: 0,
+                        committed,
+                        progress,
                     };
-                    let mut aborted = 0u64;
-                    loop {
-                        let done = committed.load(Ordering::Relaxed);
-                        if done >= cfg.txns {
-                            break;
-                        }
-                        let mut rr = RecordingRunner {
-                            runner: &mut runner,
-                            recorder: &mut rec,
-                        };
-                        if ctx.one(&mut rr, done)? {
-                            let n = committed.fetch_add(1, Ordering::Relaxed) + 1;
-                            if w == 0 && n % 1024 == 0 {
-                                progress(n);
-                            }
-                        } else {
-                            aborted += 1;
-                        }
-                    }
-                    Ok((rec, aborted, ctx.violations))
+                    ctx.run(&mut runner)?;
+                    Ok((ctx.rec, ctx.aborted, ctx.violations))
                 })
             })
             .collect();
@@ -307,6 +292,11 @@ fn audit<T: Tx>(tx: &mut T, table: TableId) -> Result<u64, TxError> {
     Ok(sum)
 }
 
+/// Procedures a client keeps in flight under a pipelined design: enough
+/// for several clients' procedures to share a batch, few enough that a
+/// run stops close to its transaction count.
+const CHECK_WINDOW: usize = 32;
+
 /// One worker's state for issuing transactions.
 struct Ctx<'a> {
     cfg: &'a CheckConfig,
@@ -315,9 +305,130 @@ struct Ctx<'a> {
     rng: &'a mut Rng,
     violations: Vec<String>,
     worker: u64,
+    rec: Recorder,
+    aborted: u64,
+    /// Committed transactions over every worker.
+    committed: &'a AtomicU64,
+    progress: &'a (dyn Fn(u64) + Sync),
+}
+
+/// How a check transaction ended.
+enum Outcome {
+    /// Committed, with an audit's total if it was one, and the design's
+    /// commit-order key.
+    Committed(Option<u64>, u64),
+    /// Aborted (a conflict, or its own rollback).
+    Aborted,
+    Failed(Error),
 }
 
 impl Ctx<'_> {
+    /// Issue transactions until the run has committed enough: each run in
+    /// place, or, under a pipelined design, a window of them in flight.
+    fn run<R: TxRunner>(&mut self, runner: &mut R) -> Result<(), Error> {
+        let window = runner.window().min(CHECK_WINDOW);
+        let plan = runner.uses_declared();
+        let ids = self.rec.ids();
+        let mut done: Vec<Done<CheckTxn>> = Vec::new();
+        let mut in_flight = 0;
+        loop {
+            let n = self.committed.load(Ordering::Relaxed);
+            if n >= self.cfg.txns {
+                break;
+            }
+            let op = self.next(n);
+            let mut p = Procedure::new(
+                0,
+                CheckTxn {
+                    table: self.table,
+                    op,
+                    worker: self.worker,
+                    ids: ids.clone(),
+                    attempts: Vec::new(),
+                    violations: Vec::new(),
+                },
+            );
+            if plan {
+                p.body.declare(&mut p.declared);
+                p.planned = true;
+            }
+            if window <= 1 {
+                let (declared, body) = p.parts();
+                let r = match declared {
+                    Some(d) => runner.try_run_declared(d, |tx| body.run(tx)),
+                    None => runner.try_run(|tx| body.run(tx)),
+                };
+                let out = match r {
+                    Ok(Ok(sum)) => Outcome::Committed(sum, runner.last_commit_key()),
+                    Ok(Err(_)) | Err(Error::RolledBack) => Outcome::Aborted,
+                    Err(e) => Outcome::Failed(e),
+                };
+                self.settle(&mut p.body, out)?;
+                continue;
+            }
+            runner.submit(p)?;
+            in_flight += 1;
+            runner.poll(in_flight >= window, &mut done)?;
+            in_flight -= done.len();
+            self.settle_done(&mut done)?;
+        }
+        while in_flight > 0 {
+            runner.poll(true, &mut done)?;
+            in_flight -= done.len();
+            self.settle_done(&mut done)?;
+        }
+        Ok(())
+    }
+
+    fn settle_done(&mut self, done: &mut Vec<Done<CheckTxn>>) -> Result<(), Error> {
+        for mut d in done.drain(..) {
+            let out = match d.outcome {
+                Ok(Some(sum)) => Outcome::Committed(sum, d.commit_key),
+                Ok(None) => Outcome::Aborted,
+                Err(e) => Outcome::Failed(e),
+            };
+            self.settle(&mut d.procedure.body, out)?;
+        }
+        Ok(())
+    }
+
+    /// Record a finished transaction's runs (every run before the last
+    /// was abandoned), and check what it saw.
+    fn settle(&mut self, body: &mut CheckTxn, out: Outcome) -> Result<(), Error> {
+        let last = body.attempts.len();
+        for (i, a) in body.attempts.drain(..).enumerate() {
+            let key = match out {
+                // A read-only commit takes no commit key.
+                Outcome::Committed(_, k) if i + 1 == last => Some(if a.wrote() { k } else { 0 }),
+                _ => None,
+            };
+            self.rec.finish(a, key);
+        }
+        let sum = match out {
+            Outcome::Committed(sum, _) => sum,
+            Outcome::Aborted => {
+                self.aborted += 1;
+                return Ok(());
+            }
+            Outcome::Failed(e) => return Err(e),
+        };
+        self.violations.append(&mut body.violations);
+        if let Some(sum) = sum {
+            let want = INITIAL_BALANCE * self.cfg.keys;
+            if sum != want {
+                self.violations.push(format!(
+                    "worker {}: a committed audit saw total {sum}, expected {want}",
+                    self.worker
+                ));
+            }
+        }
+        let n = self.committed.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.worker == 0 && n.is_multiple_of(1024) {
+            (self.progress)(n);
+        }
+        Ok(())
+    }
+
     /// `k` distinct keys.
     fn distinct(&mut self, k: usize) -> Vec<u64> {
         let k = k.min(self.cfg.keys as usize);
@@ -331,127 +442,196 @@ impl Ctx<'_> {
         out
     }
 
-    /// Run one transaction attempt; true if it committed.
-    fn one<R: TxRunner>(
-        &mut self,
-        rr: &mut RecordingRunner<'_, R>,
-        done: u64,
-    ) -> Result<bool, Error> {
-        let t = self.table;
-        let r = match self.cfg.workload {
+    /// The next transaction's parameters (`done`: commits so far).
+    fn next(&mut self, done: u64) -> Op {
+        match self.cfg.workload {
             CheckWorkload::Ycsb => {
                 let n = 2 + self.rng.below(7) as usize;
                 let keys = self.distinct(n);
-                let kinds: Vec<u64> = keys.iter().map(|_| self.rng.below(100)).collect();
-                rr.try_run(|tx| {
-                    for (&k, &kind) in keys.iter().zip(&kinds) {
-                        if kind < 50 {
-                            tx.get(t, &key(k))?;
-                        } else if kind < 70 {
-                            let v = tx.get(t, &key(k))?.map_or(0, num);
-                            tx.put(t, &key(k), &(v + 1).to_be_bytes())?;
-                        } else if kind < 85 {
-                            // The design's own read-modify-write path.
-                            let bump = |v: &mut [u8]| {
-                                let n = num(v) + 1;
-                                if let Some(head) = v.get_mut(..8) {
-                                    head.copy_from_slice(&n.to_be_bytes());
-                                }
-                            };
-                            if tx.update(t, &key(k), bump)?.is_none() {
-                                tx.put(t, &key(k), &1u64.to_be_bytes())?;
-                            }
-                        } else {
-                            tx.put(t, &key(k), &kind.to_be_bytes())?;
-                        }
-                    }
-                    Ok(())
-                })?
-                .map(|()| None)
+                let kinds = keys.iter().map(|_| self.rng.below(100)).collect();
+                Op::Ycsb { keys, kinds }
             }
             CheckWorkload::Bank => {
                 let kind = self.rng.below(100);
                 let amount = 1 + self.rng.below(50);
                 let ab = self.distinct(2);
-                let (a, b) = (ab[0], ab[1]);
                 // Deposits may target an account beyond the initial ones,
                 // which then appears (an insert inside every audit's range).
                 let fresh = self.cfg.keys + self.rng.below(self.cfg.keys);
-                rr.try_run(|tx| {
-                    if kind < 20 {
-                        return audit(tx, t).map(Some);
+                if kind < 20 {
+                    Op::Audit
+                } else {
+                    let to = if kind < 30 { fresh } else { ab[1] };
+                    Op::Transfer {
+                        from: ab[0],
+                        to,
+                        amount,
                     }
-                    let to = if kind < 30 { fresh } else { b };
-                    let from_bal = tx.get(t, &key(a))?.map_or(0, num);
-                    if from_bal < amount {
-                        return Ok(None);
-                    }
-                    let to_bal = tx.get(t, &key(to))?.map(num);
-                    tx.put(t, &key(a), &(from_bal - amount).to_be_bytes())?;
-                    let new = (to_bal.unwrap_or(0) + amount).to_be_bytes();
-                    match to_bal {
-                        Some(_) => tx.put(t, &key(to), &new)?,
-                        None => tx.insert(t, &key(to), &new)?,
-                    }
-                    Ok(None)
-                })?
+                }
             }
             CheckWorkload::WriteSkew => {
                 let pair = self.zipf.next(self.rng) / 2 * 2;
                 let mine = pair + self.rng.below(2);
-                let worker = self.worker;
-                let mut violations = Vec::new();
-                let r = rr.try_run(|tx| {
-                    violations.clear();
-                    let x = tx.get(t, &key(pair))?.map_or(0, num);
-                    let y = tx.get(t, &key(pair + 1))?.map_or(0, num);
-                    if x + y == 0 {
-                        violations.push(format!(
-                            "worker {worker}: pair {pair} read as (0, 0): write skew"
-                        ));
-                    }
-                    let v: u64 = if x + y >= 2 { 0 } else { 1 };
-                    tx.put(t, &key(mine), &v.to_be_bytes())?;
-                    Ok(None)
-                })?;
-                if r.is_ok() {
-                    self.violations.extend(violations);
-                }
-                r
+                Op::WriteSkew { pair, mine }
             }
             CheckWorkload::ListAppend => {
                 let generation = done / LIST_GENERATION * self.cfg.keys;
                 let n = 1 + self.rng.below(4) as usize;
                 let keys = self.distinct(n);
-                let kinds: Vec<bool> = keys.iter().map(|_| self.rng.below(2) == 0).collect();
-                rr.try_run(|tx: &mut RecTx<'_, R::Tx<'_>>| {
-                    for (&k, &append) in keys.iter().zip(&kinds) {
-                        let k = key(generation + k);
-                        if append {
-                            let e = tx.unique_elem()?;
-                            tx.append(t, &k, e)?;
-                        } else {
-                            tx.read_list(t, &k)?;
-                        }
-                    }
-                    Ok(())
-                })?
-                .map(|()| None)
+                let ops = keys
+                    .into_iter()
+                    .map(|k| (generation + k, self.rng.below(2) == 0))
+                    .collect();
+                Op::ListAppend { ops }
             }
-        };
-        match r {
-            Ok(Some(sum)) => {
-                let want = INITIAL_BALANCE * self.cfg.keys;
-                if sum != want {
+        }
+    }
+}
+
+/// A check transaction's parameters.
+enum Op {
+    /// Per key, a kind in 0..100: a read below 50, a read and a put below
+    /// 70, the design's own `update` below 85, a blind put above.
+    Ycsb { keys: Vec<u64>, kinds: Vec<u64> },
+    /// Sum every account.
+    Audit,
+    /// Move `amount` from `from` to `to` (which may not exist yet), if
+    /// `from` holds it.
+    Transfer { from: u64, to: u64, amount: u64 },
+    /// Read both keys of `pair`; set `mine` to 0 if both are 1, to 1
+    /// otherwise.
+    WriteSkew { pair: u64, mine: u64 },
+    /// Per key: append a unique element (true) or read the list.
+    ListAppend { ops: Vec<(u64, bool)> },
+}
+
+/// A check transaction as a procedure: each run is recorded as an attempt
+/// of its own (a design may abandon a run and start it again).
+struct CheckTxn {
+    table: TableId,
+    op: Op,
+    worker: u64,
+    ids: AttemptIds,
+    /// Every run's attempt; the last is the one whose outcome counts.
+    attempts: Vec<Attempt>,
+    /// Write skew the last run saw.
+    violations: Vec<String>,
+}
+
+impl CheckTxn {
+    /// Declare the keys it reads and writes (for designs that plan).
+    fn declare(&self, d: &mut Declared) {
+        let t = self.table;
+        match &self.op {
+            Op::Ycsb { keys, kinds } => {
+                for (&k, &kind) in keys.iter().zip(kinds) {
+                    if kind < 50 {
+                        d.read(t, &key(k));
+                    } else {
+                        d.write(t, &key(k));
+                    }
+                }
+            }
+            // A scan: its keys are not known up front.
+            Op::Audit => {}
+            Op::Transfer { from, to, .. } => {
+                d.write(t, &key(*from)).write(t, &key(*to));
+            }
+            Op::WriteSkew { pair, mine } => {
+                d.read(t, &key(*pair)).read(t, &key(pair + 1));
+                d.write(t, &key(*mine));
+            }
+            Op::ListAppend { ops } => {
+                for &(k, append) in ops {
+                    if append {
+                        d.write(t, &key(k));
+                    } else {
+                        d.read(t, &key(k));
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_op<T: Tx>(&mut self, tx: &mut RecTx<'_, T>) -> Result<Option<u64>, TxError> {
+        let t = self.table;
+        match &self.op {
+            Op::Ycsb { keys, kinds } => {
+                for (&k, &kind) in keys.iter().zip(kinds) {
+                    if kind < 50 {
+                        tx.get(t, &key(k))?;
+                    } else if kind < 70 {
+                        let v = tx.get(t, &key(k))?.map_or(0, num);
+                        tx.put(t, &key(k), &(v + 1).to_be_bytes())?;
+                    } else if kind < 85 {
+                        // The design's own read-modify-write path.
+                        let bump = |v: &mut [u8]| {
+                            let n = num(v) + 1;
+                            if let Some(head) = v.get_mut(..8) {
+                                head.copy_from_slice(&n.to_be_bytes());
+                            }
+                        };
+                        if tx.update(t, &key(k), bump)?.is_none() {
+                            tx.put(t, &key(k), &1u64.to_be_bytes())?;
+                        }
+                    } else {
+                        tx.put(t, &key(k), &kind.to_be_bytes())?;
+                    }
+                }
+                Ok(None)
+            }
+            Op::Audit => audit(tx, t).map(Some),
+            &Op::Transfer { from, to, amount } => {
+                let from_bal = tx.get(t, &key(from))?.map_or(0, num);
+                if from_bal < amount {
+                    return Ok(None);
+                }
+                let to_bal = tx.get(t, &key(to))?.map(num);
+                tx.put(t, &key(from), &(from_bal - amount).to_be_bytes())?;
+                let new = (to_bal.unwrap_or(0) + amount).to_be_bytes();
+                match to_bal {
+                    Some(_) => tx.put(t, &key(to), &new)?,
+                    None => tx.insert(t, &key(to), &new)?,
+                }
+                Ok(None)
+            }
+            &Op::WriteSkew { pair, mine } => {
+                let x = tx.get(t, &key(pair))?.map_or(0, num);
+                let y = tx.get(t, &key(pair + 1))?.map_or(0, num);
+                if x + y == 0 {
                     self.violations.push(format!(
-                        "worker {}: a committed audit saw total {sum}, expected {want}",
+                        "worker {}: pair {pair} read as (0, 0): write skew",
                         self.worker
                     ));
                 }
-                Ok(true)
+                let v: u64 = if x + y >= 2 { 0 } else { 1 };
+                tx.put(t, &key(mine), &v.to_be_bytes())?;
+                Ok(None)
             }
-            Ok(None) => Ok(true),
-            Err(_) => Ok(false),
+            Op::ListAppend { ops } => {
+                for &(k, append) in ops {
+                    if append {
+                        let e = tx.unique_elem()?;
+                        tx.append(t, &key(k), e)?;
+                    } else {
+                        tx.read_list(t, &key(k))?;
+                    }
+                }
+                Ok(None)
+            }
         }
+    }
+}
+
+impl Body for CheckTxn {
+    /// An audit's total.
+    type Output = Option<u64>;
+
+    fn run<T: Tx>(&mut self, tx: &mut T) -> Result<Option<u64>, TxError> {
+        let mut a = self.ids.begin();
+        self.violations.clear();
+        let r = self.run_op(&mut RecTx::new(tx, &mut a));
+        self.attempts.push(a);
+        r
     }
 }

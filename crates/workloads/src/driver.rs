@@ -465,9 +465,14 @@ impl<R: TxRunner> Exec<'_, R> {
             let ty = p.kind;
             let (declared, body) = p.parts();
             let outcome = self.run_txn(ty, declared, |tx| body.run(tx))?;
+            let commit_key = match outcome {
+                Some(_) => self.runner.last_commit_key(),
+                None => 0,
+            };
             done.push(Done {
                 procedure: p,
                 outcome: Ok(outcome),
+                commit_key,
             });
             return Ok(());
         }

@@ -15,6 +15,8 @@
 //! checker keys as `table << 48 | key`, which keeps scan ranges ordered.
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use granary_api::{AbortReason, Error, TableId, Tx, TxError, TxRunner};
 use granary_check::{History, Key, Op, Status, Txn, TxnId, VersionId};
@@ -32,11 +34,40 @@ const ATTEMPTS_PER_WORKER: u64 = 10_000_000_000;
 pub const HEADER: usize = 8;
 
 /// One worker's recorded history.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Recorder {
-    worker: u64,
-    next_attempt: u64,
+    ids: AttemptIds,
     txns: Vec<Txn>,
+}
+
+/// A worker's source of attempt ids, shared with the procedures it hands
+/// to a pipelined design (they begin their attempts on the design's
+/// threads).
+#[derive(Clone, Debug)]
+pub struct AttemptIds {
+    worker: u64,
+    next: Arc<AtomicU64>,
+}
+
+impl AttemptIds {
+    /// Start recording an attempt (recorded as aborted unless
+    /// [`Recorder::finish`] is told otherwise).
+    pub fn begin(&self) -> Attempt {
+        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        // Ids read as worker and attempt in decimal (T<worker><10 digits>);
+        // they stay below 2^52, so version ids can append a 12-bit write
+        // index.
+        let id = self.worker * ATTEMPTS_PER_WORKER + n;
+        Attempt {
+            txn: Txn {
+                id,
+                status: Status::Aborted,
+                commit_key: 0,
+                ops: Vec::new(),
+            },
+            writes: 0,
+        }
+    }
 }
 
 impl Recorder {
@@ -44,8 +75,11 @@ impl Recorder {
     /// unique across workers). A recorder records at most 10¹⁰ attempts.
     pub fn new(worker: u16) -> Recorder {
         Recorder {
-            worker: worker as u64,
-            ..Recorder::default()
+            ids: AttemptIds {
+                worker: worker as u64,
+                next: Arc::default(),
+            },
+            txns: Vec::new(),
         }
     }
 
@@ -64,23 +98,15 @@ impl Recorder {
         self.txns.is_empty()
     }
 
+    /// This worker's attempt ids, for procedures that record themselves.
+    pub fn ids(&self) -> AttemptIds {
+        self.ids.clone()
+    }
+
     /// Start recording an attempt (recorded as aborted unless
     /// [`Recorder::finish`] is told otherwise).
     pub fn begin(&mut self) -> Attempt {
-        self.next_attempt += 1;
-        // Ids read as worker and attempt in decimal (T<worker><10 digits>);
-        // they stay below 2^52, so version ids can append a 12-bit write
-        // index.
-        let id = self.worker * ATTEMPTS_PER_WORKER + self.next_attempt;
-        Attempt {
-            txn: Txn {
-                id,
-                status: Status::Aborted,
-                commit_key: 0,
-                ops: Vec::new(),
-            },
-            writes: 0,
-        }
+        self.ids.begin()
     }
 
     /// Record a finished attempt: `commit_key` is `Some` (the protocol's

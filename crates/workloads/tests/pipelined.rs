@@ -79,9 +79,14 @@ impl TxRunner for DeferredRunner {
                 Err(e) => break Err(e),
             }
         };
+        let commit_key = match outcome {
+            Ok(Some(_)) => self.inner.last_commit_key(),
+            _ => 0,
+        };
         self.queue.push_back(Box::new(Done {
             procedure: p,
             outcome,
+            commit_key,
         }));
         Ok(())
     }
