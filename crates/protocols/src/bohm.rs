@@ -69,7 +69,7 @@ use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::Pin;
 use crate::scan::Batch as ScanBatch;
-use crate::sync::backoff;
+use crate::sync::{backoff, prefetch};
 use crate::value::Tail;
 
 /// How BOHM's threads are arranged.
@@ -206,6 +206,10 @@ struct Slot {
     /// Its placeholders, in declared-write order (each set by the CC
     /// thread that owns the key).
     writes: Box<[AtomicPtr<Version>]>,
+    /// Per declared read, in order: the version it must see (null: the
+    /// key is absent), set by the CC thread that owns the key (§3.2.3's
+    /// read-set annotation).
+    reads: Box<[AtomicPtr<Version>]>,
     /// Where the finished procedure goes back to.
     client: Arc<Client>,
 }
@@ -226,6 +230,16 @@ struct Batch {
 struct Client {
     done: Mutex<Vec<Box<dyn Any + Send>>>,
     ready: Condvar,
+    /// Set (under `done`'s lock) while the client waits on `ready`.
+    waiting: AtomicBool,
+}
+
+/// The sequencer's input queue.
+#[derive(Default)]
+struct Inbox {
+    queue: VecDeque<Input>,
+    /// The sequencer waits on `input_ready` (wake it).
+    sleeping: bool,
 }
 
 /// Work for the sequencer.
@@ -239,7 +253,7 @@ enum Input {
 struct Shared {
     cfg: Config,
     tables: Catalog<Tree>,
-    input: Mutex<VecDeque<Input>>,
+    input: Mutex<Inbox>,
     input_ready: Condvar,
     /// Batches cut and not yet collected (oldest first).
     batches: Mutex<VecDeque<Arc<Batch>>>,
@@ -288,7 +302,7 @@ impl Bohm {
         let shared = Arc::new(Shared {
             cfg,
             tables: Catalog::default(),
-            input: Mutex::new(VecDeque::new()),
+            input: Mutex::new(Inbox::default()),
             input_ready: Condvar::new(),
             batches: Mutex::new(VecDeque::new()),
             next_batch: AtomicU64::new(0),
@@ -400,15 +414,21 @@ fn sequencer(s: &Shared) {
     let mut pending: Vec<(Box<dyn Job>, Arc<Client>)> = Vec::new();
     loop {
         let mut input = s.input.lock().unwrap_or_else(|p| p.into_inner());
-        while input.is_empty() && !s.stop.load(Ordering::SeqCst) {
-            input = s.input_ready.wait(input).unwrap_or_else(|p| p.into_inner());
+        while input.queue.is_empty() && !s.stop.load(Ordering::SeqCst) {
+            input.sleeping = true;
+            input = s
+                .input_ready
+                .wait_timeout(input, std::time::Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            input.sleeping = false;
         }
         if s.stop.load(Ordering::SeqCst) {
             return;
         }
         let mut exclusive = None;
         while pending.len() < s.cfg.batch {
-            match input.pop_front() {
+            match input.queue.pop_front() {
                 Some(Input::Job(j, c)) => pending.push((j, c)),
                 Some(Input::Exclusive(e)) => {
                     exclusive = Some(e);
@@ -449,16 +469,15 @@ fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) {
         .drain(..)
         .map(|(job, client)| {
             let ts = s.next_ts.fetch_add(1, Ordering::SeqCst);
-            let writes = job
-                .declared()
-                .writes()
-                .map(|_| AtomicPtr::default())
-                .collect();
+            let d = job.declared();
+            let writes = d.writes().map(|_| AtomicPtr::default()).collect();
+            let reads = d.reads().map(|_| AtomicPtr::default()).collect();
             Slot {
                 ts,
                 state: AtomicU8::new(UNPROCESSED),
                 job: UnsafeCell::new(Some(job)),
                 writes,
+                reads,
                 client,
             }
         })
@@ -546,6 +565,24 @@ impl Planner {
                 chain.head.store(v, Ordering::Release);
                 slot.writes[i].store(v, Ordering::Release);
             }
+            // §3.2.3: each read it owns gets the version it must see —
+            // the newest one now, as every earlier procedure is planned
+            // and no later one is.
+            for (j, (t, key)) in job.declared().reads().enumerate() {
+                if owner(t, key, m) != self.me {
+                    continue;
+                }
+                let head = s
+                    .tables
+                    .get(t)
+                    .ok()
+                    .and_then(|tree| tree.get(key, &Pin(&g)).value)
+                    // SAFETY: chains live as long as the database.
+                    .map_or(std::ptr::null_mut(), |c| unsafe {
+                        (*(c as *const Chain)).head.load(Ordering::Acquire)
+                    });
+                slot.reads[j].store(head, Ordering::Release);
+            }
         }
         drop(g);
         // §3.2.4: one meeting point per batch.
@@ -606,10 +643,42 @@ fn chain<'s>(
     Some(unsafe { &*c })
 }
 
+/// Start fetching the versions `slot` will read (its placeholders'
+/// previous versions and its annotated reads), or, with `values`, their
+/// values' first lines. The batch is planned, so the pointers are set and
+/// the versions alive (Condition 3); a value not yet produced is null,
+/// which prefetching ignores.
+fn warm(slot: &Slot, values: bool) {
+    let prevs = slot.writes.iter().map(|p| {
+        let v = p.load(Ordering::Acquire);
+        if v.is_null() {
+            return v;
+        }
+        // SAFETY: our batch's placeholder, alive.
+        unsafe { (*v).prev.load(Ordering::Acquire) }
+    });
+    let reads = slot.reads.iter().map(|r| r.load(Ordering::Acquire));
+    for v in prevs.chain(reads) {
+        if v.is_null() {
+            continue;
+        }
+        if values {
+            // SAFETY: alive (above); only the pointer is read.
+            let d = unsafe { (*v).data.load(Ordering::Acquire) };
+            prefetch(d);
+            prefetch((d as *const u8).wrapping_add(64));
+        } else {
+            prefetch(v);
+        }
+    }
+}
+
 /// An execution thread's work (§3.3.1), batch by batch.
 struct Executor {
     me: usize,
     buf: WriteBuf,
+    /// Finished procedures by client, being handed back.
+    out: Vec<(Arc<Client>, Vec<Box<dyn Any + Send>>)>,
 }
 
 impl Executor {
@@ -617,6 +686,7 @@ impl Executor {
         Executor {
             me,
             buf: WriteBuf::default(),
+            out: Vec::new(),
         }
     }
 
@@ -633,7 +703,26 @@ impl Executor {
             pause(&mut spins);
         }
         // Our share: procedures me, me + n, ...; others may run them too.
-        let mut left: Vec<usize> = (self.me..b.slots.len()).step_by(n).collect();
+        // The first pass fetches ahead what the next procedures will read:
+        // their inputs' versions two ahead, those versions' values one
+        // ahead (a procedure's inputs are known before it runs).
+        let share: Vec<usize> = (self.me..b.slots.len()).step_by(n).collect();
+        let mut left = Vec::with_capacity(share.len());
+        for (k, &i) in share.iter().enumerate() {
+            if let Some(&j) = share.get(k + 2) {
+                warm(&b.slots[j], false);
+            }
+            if let Some(&j) = share.get(k + 1) {
+                warm(&b.slots[j], true);
+            }
+            let slot = &b.slots[i];
+            if slot.state.load(Ordering::Acquire) != COMPLETE {
+                let _ = execute(s, slot, &mut self.buf, 0);
+                if slot.state.load(Ordering::Acquire) != COMPLETE {
+                    left.push(i);
+                }
+            }
+        }
         while !left.is_empty() {
             left.retain(|&i| {
                 let slot = &b.slots[i];
@@ -649,6 +738,7 @@ impl Executor {
                 pause(&mut spins);
             }
         }
+        self.hand_back(s, b);
         s.finished[self.me].store(b.number + 1, Ordering::SeqCst);
         // The last execution thread through a batch drops it from the log
         // (once every thread is past it, no one needs its slots; readers
@@ -660,6 +750,35 @@ impl Executor {
             crossbeam_epoch::pin().defer(move || drop(old));
         }
         true
+    }
+}
+
+impl Executor {
+    /// Give this thread's share of `b`, all complete, back to their
+    /// clients: one lock and one wake-up per client and batch, not per
+    /// procedure.
+    fn hand_back(&mut self, s: &Shared, b: &Batch) {
+        for slot in b.slots.iter().skip(self.me).step_by(s.cfg.exec_threads) {
+            // SAFETY: COMPLETE, and ours to hand back (our share).
+            let job = unsafe { (*slot.job.get()).take().expect("handed back once") };
+            match self
+                .out
+                .iter_mut()
+                .find(|(c, _)| Arc::ptr_eq(c, &slot.client))
+            {
+                Some((_, jobs)) => jobs.push(job.into_any()),
+                None => self
+                    .out
+                    .push((Arc::clone(&slot.client), vec![job.into_any()])),
+            }
+        }
+        for (client, jobs) in self.out.drain(..) {
+            let mut done = client.done.lock().unwrap_or_else(|p| p.into_inner());
+            done.append(&mut { jobs });
+            if client.waiting.load(Ordering::Relaxed) {
+                client.ready.notify_all();
+            }
+        }
     }
 }
 
@@ -690,11 +809,47 @@ fn both_thread(s: &Shared, me: usize) {
     }
 }
 
-/// Writes a running procedure buffers until it completes.
+/// Writes a running procedure buffers until it completes, and the
+/// scratch space to publish them (kept by each thread, reused).
 #[derive(Default)]
 struct WriteBuf {
-    /// (placeholder index in the slot's writes, value or deletion)
-    entries: Vec<(usize, Option<Vec<u8>>)>,
+    /// (placeholder index in the slot's writes, the value made for it;
+    /// null: a deletion). Owned by the run until published.
+    entries: Vec<(usize, *mut Data)>,
+    /// Per placeholder, at publication: the value it gets, if made.
+    made: Vec<Option<*mut Data>>,
+}
+
+impl WriteBuf {
+    /// Free every value made and forget them (a run abandoned, rolled
+    /// back or failed).
+    fn discard(&mut self) {
+        for (_, d) in self.entries.drain(..) {
+            if !d.is_null() {
+                // SAFETY: made by this run, never published.
+                unsafe { Data::free(d) };
+            }
+        }
+    }
+
+    /// Buffer `d` as the value of placeholder `i`, replacing (and
+    /// freeing) an earlier one.
+    fn set(&mut self, i: usize, d: *mut Data) {
+        match self.entries.iter_mut().find(|e| e.0 == i) {
+            Some(e) => {
+                if !e.1.is_null() {
+                    // SAFETY: made by this run, never published.
+                    unsafe { Data::free(e.1) };
+                }
+                e.1 = d;
+            }
+            None => self.entries.push((i, d)),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<*mut Data> {
+        self.entries.iter().find(|e| e.0 == i).map(|e| e.1)
+    }
 }
 
 /// Why a run stopped before completing.
@@ -704,7 +859,8 @@ enum Blocked {
 }
 
 /// Evaluate `slot` if no one else is (§3.3.1); `depth` bounds the
-/// recursion through producers.
+/// recursion through producers. A completed procedure stays in its slot
+/// until the thread whose share it is hands it back.
 fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<(), Blocked> {
     if slot
         .state
@@ -716,26 +872,27 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     // SAFETY: EXECUTING is ours alone.
     let job = unsafe { (*slot.job.get()).as_mut().expect("not yet handed back") };
     let g = crossbeam_epoch::pin();
-    let mut own = std::mem::take(buf);
-    own.entries.clear();
     let mut tx = Txn {
         s,
         slot,
         g: &g,
-        writes: own,
+        writes: std::mem::take(buf),
         depth,
         blocked: false,
     };
     let r = job.run(&mut tx);
     let Txn {
-        writes, blocked, ..
+        mut writes,
+        blocked,
+        ..
     } = tx;
-    if blocked {
-        *buf = writes;
-        slot.state.store(UNPROCESSED, Ordering::Release);
-        return Err(Blocked::Later);
-    }
     let committed = match r {
+        _ if blocked => {
+            writes.discard();
+            *buf = writes;
+            slot.state.store(UNPROCESSED, Ordering::Release);
+            return Err(Blocked::Later);
+        }
         Ok(c) => c,
         Err(TxError::Conflict(_)) => unreachable!("BOHM procedures do not conflict"),
         Err(TxError::Failed(_)) => false,
@@ -745,71 +902,58 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     // copies it into its placeholders). All values are made first: if a
     // previous version is still being produced elsewhere, nothing is
     // published and the procedure runs again later.
-    let mut written: Vec<Option<&Option<Vec<u8>>>> = vec![None; slot.writes.len()];
+    let mut made = std::mem::take(&mut writes.made);
+    made.clear();
+    made.resize(slot.writes.len(), None);
     if committed {
-        for (i, v) in &writes.entries {
-            written[*i] = Some(v);
+        for (i, d) in writes.entries.drain(..) {
+            made[i] = Some(d);
         }
+    } else {
+        writes.discard();
     }
-    let mut made: Vec<*mut Data> = Vec::with_capacity(slot.writes.len());
     let mut blocked = false;
-    for (i, p) in slot.writes.iter().enumerate() {
+    for (p, m) in slot.writes.iter().zip(made.iter_mut()) {
         let v = p.load(Ordering::Acquire);
-        if v.is_null() {
-            made.push(std::ptr::null_mut()); // an unknown table
-            continue;
+        if v.is_null() || m.is_some() {
+            continue; // written, or an unknown table
         }
-        let data = match written[i] {
-            Some(Some(bytes)) => Data::alloc((), Some(bytes), 0),
-            Some(None) => std::ptr::null_mut(),
-            None => {
-                // SAFETY: our placeholder, alive until we complete.
-                let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
-                match resolve(s, prev, depth, &mut WriteBuf::default()) {
-                    Ok(Some(bytes)) => Data::alloc((), Some(bytes), 0),
-                    Ok(None) => std::ptr::null_mut(),
-                    Err(Blocked::Later) => {
-                        blocked = true;
-                        break;
-                    }
-                }
+        // SAFETY: our placeholder, alive until we complete.
+        let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
+        match resolve(s, prev, depth, &mut WriteBuf::default()) {
+            Ok(Some(bytes)) => *m = Some(Data::alloc((), Some(bytes), 0)),
+            Ok(None) => *m = Some(std::ptr::null_mut()),
+            Err(Blocked::Later) => {
+                blocked = true;
+                break;
             }
-        };
-        made.push(data);
+        }
     }
     if blocked {
-        for d in made {
+        for d in made.iter().flatten() {
             if !d.is_null() {
                 // SAFETY: never published.
-                unsafe { Data::free(d) };
+                unsafe { Data::free(*d) };
             }
         }
-        let mut writes = writes;
-        writes.entries.clear();
+        writes.made = made;
         *buf = writes;
         slot.state.store(UNPROCESSED, Ordering::Release);
         return Err(Blocked::Later);
     }
-    for (p, data) in slot.writes.iter().zip(made) {
+    for (p, m) in slot.writes.iter().zip(&made) {
         let v = p.load(Ordering::Acquire);
         if v.is_null() {
             continue;
         }
         // SAFETY: our placeholder, alive until we complete.
         let ver = unsafe { &*v };
-        ver.data.store(data, Ordering::Release);
+        ver.data.store(m.expect("made above"), Ordering::Release);
         ver.state.store(READY, Ordering::Release);
     }
-    let mut writes = writes;
-    writes.entries.clear();
+    writes.made = made;
     *buf = writes;
-    // Hand the procedure back to its client.
-    // SAFETY: still ours (EXECUTING).
-    let job = unsafe { (*slot.job.get()).take().expect("ours") };
     slot.state.store(COMPLETE, Ordering::Release);
-    let mut done = slot.client.done.lock().unwrap_or_else(|p| p.into_inner());
-    done.push(job.into_any());
-    slot.client.ready.notify_all();
     Ok(())
 }
 
@@ -854,25 +998,37 @@ pub struct Txn<'a> {
 }
 
 impl Txn<'_> {
+    fn declared(&self) -> &Declared {
+        // SAFETY: EXECUTING is ours; the job stays in its slot meanwhile.
+        unsafe { (*self.slot.job.get()).as_ref().expect("running") }.declared()
+    }
+
     /// The index of `key` in the declared write set.
     fn write_index(&self, t: TableId, key: &[u8]) -> Option<usize> {
-        // SAFETY: EXECUTING is ours.
-        let job = unsafe { (*self.slot.job.get()).as_ref().expect("running") };
-        job.declared()
+        self.declared()
             .writes()
             .position(|(wt, wk)| wt == t && wk == key)
     }
 
+    /// The index of `key` in the declared read set.
+    fn read_index(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        self.declared()
+            .reads()
+            .position(|(rt, rk)| rt == t && rk == key)
+    }
+
     /// The index of `key` in the declared write set, which must have a
-    /// placeholder (its table existed when the batch was planned).
-    fn placeholder(&self, t: TableId, key: &[u8]) -> Result<usize, TxError> {
+    /// placeholder (its table existed when the batch was planned), and
+    /// the placeholder.
+    fn placeholder(&self, t: TableId, key: &[u8]) -> Result<(usize, *mut Version), TxError> {
         let i = self
             .write_index(t, key)
             .ok_or_else(|| Self::undeclared(t))?;
-        if self.slot.writes[i].load(Ordering::Acquire).is_null() {
+        let v = self.slot.writes[i].load(Ordering::Acquire);
+        if v.is_null() {
             return Err(Error::UnknownTableId(t.index()).into());
         }
-        Ok(i)
+        Ok((i, v))
     }
 
     fn undeclared(t: TableId) -> TxError {
@@ -883,9 +1039,34 @@ impl Txn<'_> {
         .into()
     }
 
+    /// What this procedure reads at `key`: its own write, or the version
+    /// visible at its timestamp. A key it declared is found without the
+    /// index: below its own placeholder for a write, through the CC
+    /// thread's annotation for a read (§3.2.3).
+    fn read<'v>(&mut self, t: TableId, key: &[u8]) -> Result<Option<&'v [u8]>, TxError> {
+        if let Some(i) = self.write_index(t, key) {
+            if let Some(d) = self.writes.get(i) {
+                // SAFETY: our own value, alive until the run ends.
+                return Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten());
+            }
+            let v = self.slot.writes[i].load(Ordering::Acquire);
+            if !v.is_null() {
+                // SAFETY: our placeholder; the version below it is the
+                // newest that began before us (planned in order).
+                return self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) });
+            }
+        } else if let Some(j) = self.read_index(t, key) {
+            if self.s.tables.get(t).is_err() {
+                return Err(Error::UnknownTableId(t.index()).into());
+            }
+            return self.resolved(self.slot.reads[j].load(Ordering::Acquire));
+        }
+        self.visible(t, key)
+    }
+
     /// The version of `key` this procedure reads: the newest that began
-    /// before it.
-    fn visible(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+    /// before it, found through the index.
+    fn visible<'v>(&mut self, t: TableId, key: &[u8]) -> Result<Option<&'v [u8]>, TxError> {
         check_key(key)?;
         let tree = self.s.tables.get(t)?;
         let Some(c) = tree.get(key, &Pin(self.g)).value else {
@@ -906,14 +1087,25 @@ impl Txn<'_> {
             // SAFETY: as above.
             v = unsafe { (*v).prev.load(Ordering::Acquire) };
         }
+        self.resolved(v)
+    }
+
+    /// The value of version `v` (produced first if need be), or the run
+    /// is abandoned: its input is being produced elsewhere.
+    fn resolved<'v>(&mut self, v: *mut Version) -> Result<Option<&'v [u8]>, TxError> {
         #[cfg(feature = "mutant")]
-        if self.s.cfg.mutant_skip_unready {
-            // SAFETY: as above.
-            while !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } != READY {
+        let v = {
+            let mut v = v;
+            // SAFETY: as in `visible_in`.
+            while self.s.cfg.mutant_skip_unready
+                && !v.is_null()
+                && unsafe { (*v).state.load(Ordering::Acquire) } != READY
+            {
                 // SAFETY: as above.
                 v = unsafe { (*v).prev.load(Ordering::Acquire) };
             }
-        }
+            v
+        };
         match resolve(self.s, v, self.depth, &mut WriteBuf::default()) {
             Ok(d) => Ok(d),
             Err(Blocked::Later) => {
@@ -922,33 +1114,17 @@ impl Txn<'_> {
             }
         }
     }
-
-    /// This procedure's own buffered write of `key`, if any:
-    /// `Some(None)` is its deletion.
-    fn own(&self, t: TableId, key: &[u8]) -> Option<Option<&[u8]>> {
-        let i = self.write_index(t, key)?;
-        let e = self.writes.entries.iter().find(|e| e.0 == i)?;
-        Some(e.1.as_deref())
-    }
 }
 
 impl Tx for Txn<'_> {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
-        if let Some(i) = self.write_index(t, key) {
-            if let Some(j) = self.writes.entries.iter().position(|e| e.0 == i) {
-                return Ok(self.writes.entries[j].1.as_deref());
-            }
-        }
-        self.visible(t, key)
+        self.read(t, key)
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         check_value(value)?;
-        let i = self.placeholder(t, key)?;
-        match self.writes.entries.iter_mut().find(|e| e.0 == i) {
-            Some(e) => e.1 = Some(value.to_vec()),
-            None => self.writes.entries.push((i, Some(value.to_vec()))),
-        }
+        let (i, _) = self.placeholder(t, key)?;
+        self.writes.set(i, Data::alloc((), Some(value), 0));
         Ok(())
     }
 
@@ -958,17 +1134,23 @@ impl Tx for Txn<'_> {
         key: &[u8],
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        let i = self.placeholder(t, key)?;
-        if let Some(e) = self.writes.entries.iter_mut().find(|e| e.0 == i) {
-            return Ok(e.1.as_deref_mut().map(f));
+        let (i, _) = self.placeholder(t, key)?;
+        if let Some(d) = self.writes.get(i) {
+            // SAFETY: our own value, not yet published.
+            return Ok((!d.is_null())
+                .then(|| unsafe { (*d).value_mut() })
+                .flatten()
+                .map(f));
         }
-        let mut v = match self.visible(t, key)? {
-            Some(v) => v.to_vec(),
-            None => return Ok(None),
+        // The new value is made from the one read, in one copy.
+        let Some(old) = self.read(t, key)? else {
+            return Ok(None);
         };
-        let r = f(&mut v);
-        self.writes.entries.push((i, Some(v)));
-        Ok(Some(r))
+        let d = Data::alloc((), Some(old), 0);
+        // SAFETY: just made, ours alone.
+        let r = unsafe { (*d).value_mut() }.map(f);
+        self.writes.set(i, d);
+        Ok(r)
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
@@ -979,12 +1161,9 @@ impl Tx for Txn<'_> {
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        let i = self.placeholder(t, key)?;
+        let (i, _) = self.placeholder(t, key)?;
         let existed = self.get(t, key)?.is_some();
-        match self.writes.entries.iter_mut().find(|e| e.0 == i) {
-            Some(e) => e.1 = None,
-            None => self.writes.entries.push((i, None)),
-        }
+        self.writes.set(i, std::ptr::null_mut());
         Ok(existed)
     }
 
@@ -1018,8 +1197,10 @@ impl Tx for Txn<'_> {
                 return Ok(());
             }
             for (k, c) in batch.iter() {
-                let value = match self.own(t, k) {
-                    Some(v) => v,
+                let own = self.write_index(t, k).and_then(|i| self.writes.get(i));
+                let value = match own {
+                    // SAFETY: our own value, alive until the run ends.
+                    Some(d) => (!d.is_null()).then(|| unsafe { (*d).value() }).flatten(),
                     None => self.visible_in(c)?,
                 };
                 if let Some(v) = value {
@@ -1049,6 +1230,7 @@ impl Engine for Bohm {
             s: Arc::clone(&self.shared),
             client: Arc::default(),
             in_flight: 0,
+            outbox: Vec::new(),
             stats: Stats::default(),
             last_ts: 0,
         })
@@ -1063,16 +1245,27 @@ pub struct Runner {
     in_flight: usize,
     stats: Stats,
     last_ts: u64,
+    /// Procedures submitted and not yet handed to the sequencer (they go
+    /// together: one lock per [`SEND_EVERY`], not per procedure).
+    outbox: Vec<Input>,
 }
 
+/// Procedures a client gathers before handing them to the sequencer (it
+/// hands them over sooner when it waits for its own).
+const SEND_EVERY: usize = 16;
+
 impl Runner {
-    fn send(&self, i: Input) {
-        self.s
-            .input
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(i);
-        self.s.input_ready.notify_one();
+    /// Hand the procedures submitted so far, then `i` (if any), to the
+    /// sequencer, waking it only if it sleeps.
+    fn send(&mut self, i: Option<Input>) {
+        if self.outbox.is_empty() && i.is_none() {
+            return;
+        }
+        let mut input = self.s.input.lock().unwrap_or_else(|p| p.into_inner());
+        input.queue.extend(self.outbox.drain(..).chain(i));
+        if input.sleeping {
+            self.s.input_ready.notify_one();
+        }
     }
 }
 
@@ -1087,7 +1280,8 @@ impl TxRunner for Runner {
         body: impl FnOnce(&mut Alone<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
         let gate = Arc::new((Mutex::new(0u8), Condvar::new()));
-        self.send(Input::Exclusive(Arc::clone(&gate)));
+        // After everything this client submitted before it.
+        self.send(Some(Input::Exclusive(Arc::clone(&gate))));
         let (lock, cv) = &*gate;
         let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
         while *st == 0 {
@@ -1149,7 +1343,7 @@ impl TxRunner for Runner {
             ));
         }
         self.in_flight += 1;
-        self.send(Input::Job(
+        self.outbox.push(Input::Job(
             Box::new(Boxed {
                 p,
                 out: None,
@@ -1157,21 +1351,29 @@ impl TxRunner for Runner {
             }),
             Arc::clone(&self.client),
         ));
+        if self.outbox.len() >= SEND_EVERY {
+            self.send(None);
+        }
         Ok(())
     }
 
     fn poll<B: Body>(&mut self, wait: bool, done: &mut Vec<Done<B>>) -> Result<(), Error> {
+        if wait {
+            self.send(None);
+        }
         let mut q = self.client.done.lock().unwrap_or_else(|p| p.into_inner());
         while wait && q.is_empty() && self.in_flight > 0 {
             if self.s.stop.load(Ordering::SeqCst) {
                 return Err(Error::InvalidOption("BOHM is shutting down".into()));
             }
+            self.client.waiting.store(true, Ordering::Relaxed);
             q = self
                 .client
                 .ready
                 .wait_timeout(q, std::time::Duration::from_millis(10))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            self.client.waiting.store(false, Ordering::Relaxed);
         }
         for j in q.drain(..) {
             let b = j

@@ -66,3 +66,16 @@ impl Backoff {
         self.aborts = 0;
     }
 }
+
+/// Start fetching the cache line at `p` (a hint: never faults, even on a
+/// bad or null address).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
