@@ -225,10 +225,13 @@ struct Batch {
     planned: AtomicUsize,
 }
 
+/// A finished procedure, type-erased (its client knows the type).
+type Finished = Box<dyn Any + Send>;
+
 /// A client's finished procedures.
 #[derive(Default)]
 struct Client {
-    done: Mutex<Vec<Box<dyn Any + Send>>>,
+    done: Mutex<Vec<Finished>>,
     ready: Condvar,
     /// Set (under `done`'s lock) while the client waits on `ready`.
     waiting: AtomicBool,
@@ -678,7 +681,7 @@ struct Executor {
     me: usize,
     buf: WriteBuf,
     /// Finished procedures by client, being handed back.
-    out: Vec<(Arc<Client>, Vec<Box<dyn Any + Send>>)>,
+    out: Vec<(Arc<Client>, Vec<Finished>)>,
 }
 
 impl Executor {
