@@ -96,6 +96,11 @@ impl<H> Tail<H> {
         }
     }
 
+    /// The bytes the record has room for.
+    pub fn room(&self) -> usize {
+        self.cap as usize
+    }
+
     fn bytes(p: *const Self) -> *mut u8 {
         (p as *mut u8).wrapping_add(Self::BYTES)
     }
