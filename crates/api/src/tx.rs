@@ -253,6 +253,30 @@ impl Declared {
             .map(|&(t, at, n, _)| (t, &self.keys[at as usize..(at + n) as usize]))
     }
 
+    /// Every declared key in declaration order: (table, key, is a write).
+    pub fn iter(&self) -> impl Iterator<Item = (TableId, &[u8], bool)> + '_ {
+        self.entries
+            .iter()
+            .map(|&(t, at, n, w)| (t, &self.keys[at as usize..(at + n) as usize], w))
+    }
+
+    /// The `i`th declared key (declaration order): (table, key, is a
+    /// write).
+    pub fn get(&self, i: usize) -> Option<(TableId, &[u8], bool)> {
+        let &(t, at, n, w) = self.entries.get(i)?;
+        Some((t, &self.keys[at as usize..(at + n) as usize], w))
+    }
+
+    /// How many keys are declared (reads and writes).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The declared reads.
     pub fn reads(&self) -> impl Iterator<Item = (TableId, &[u8])> + '_ {
         self.entries(false)

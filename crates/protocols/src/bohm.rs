@@ -155,9 +155,20 @@ const COMPLETE: u8 = 2;
 /// A procedure, type-erased, as the pipeline holds it.
 trait Job: Send {
     fn declared(&self) -> &Declared;
-    /// Run once; `Ok(true)` committed, `Ok(false)` rolled back.
-    fn run(&mut self, tx: &mut Txn<'_>) -> Result<bool, TxError>;
+    /// Run once in `env`: `Ok(true)` committed, `Ok(false)` rolled back;
+    /// the run's buffered writes, and whether it was abandoned (an input
+    /// is being produced elsewhere).
+    fn run(&mut self, env: Env<'_>) -> (Result<bool, TxError>, WriteBuf, bool);
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+/// What a run needs besides its procedure.
+struct Env<'a> {
+    s: &'a Shared,
+    slot: &'a Slot,
+    g: &'a crossbeam_epoch::Guard,
+    writes: WriteBuf,
+    depth: u32,
 }
 
 struct Boxed<B: Body> {
@@ -172,9 +183,23 @@ impl<B: Body> Job for Boxed<B> {
         &self.p.declared
     }
 
-    fn run(&mut self, tx: &mut Txn<'_>) -> Result<bool, TxError> {
-        self.ts = tx.slot.ts;
-        match self.p.body.run(tx) {
+    fn run(&mut self, env: Env<'_>) -> (Result<bool, TxError>, WriteBuf, bool) {
+        self.ts = env.slot.ts;
+        // The declared sets and the body, borrowed apart: the run reads
+        // the one while the body runs.
+        let p = &mut *self.p;
+        let mut tx = Txn {
+            s: env.s,
+            slot: env.slot,
+            g: env.g,
+            declared: &p.declared,
+            cursor: 0,
+            writes: env.writes,
+            depth: env.depth,
+            blocked: false,
+        };
+        let r = p.body.run(&mut tx);
+        let r = match r {
             Ok(v) => {
                 self.out = Some(Ok(Some(v)));
                 Ok(true)
@@ -190,7 +215,8 @@ impl<B: Body> Job for Boxed<B> {
                 Ok(false)
             }
             Err(c @ TxError::Conflict(_)) => Err(c),
-        }
+        };
+        (r, tx.writes, tx.blocked)
     }
 
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
@@ -198,18 +224,23 @@ impl<B: Body> Job for Boxed<B> {
     }
 }
 
+/// A declared key's version pointer in a slot.
+struct Arg {
+    v: AtomicPtr<Version>,
+    /// A write (`v` is its placeholder), or a read (`v` is what it sees).
+    write: bool,
+}
+
 /// A procedure's place in a batch.
 struct Slot {
     ts: u64,
     state: AtomicU8,
     job: UnsafeCell<Option<Box<dyn Job>>>,
-    /// Its placeholders, in declared-write order (each set by the CC
-    /// thread that owns the key).
-    writes: Box<[AtomicPtr<Version>]>,
-    /// Per declared read, in order: the version it must see (null: the
-    /// key is absent), set by the CC thread that owns the key (§3.2.3's
-    /// read-set annotation).
-    reads: Box<[AtomicPtr<Version>]>,
+    /// Per declared key, in declaration order, set by the CC thread that
+    /// owns the key: for a write, its placeholder (null: an unknown
+    /// table); for a read, the version it must see (null: the key is
+    /// absent; §3.2.3's read-set annotation).
+    inputs: Box<[Arg]>,
     /// Where the finished procedure goes back to.
     client: Arc<Client>,
 }
@@ -531,15 +562,19 @@ fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) {
         .drain(..)
         .map(|(job, client)| {
             let ts = s.next_ts.fetch_add(1, Ordering::SeqCst);
-            let d = job.declared();
-            let writes = d.writes().map(|_| AtomicPtr::default()).collect();
-            let reads = d.reads().map(|_| AtomicPtr::default()).collect();
+            let inputs = job
+                .declared()
+                .iter()
+                .map(|(_, _, write)| Arg {
+                    v: AtomicPtr::default(),
+                    write,
+                })
+                .collect();
             Slot {
                 ts,
                 state: AtomicU8::new(UNPROCESSED),
                 job: UnsafeCell::new(Some(job)),
-                writes,
-                reads,
+                inputs,
                 client,
             }
         })
@@ -634,8 +669,27 @@ impl Planner {
         for slot in b.slots.iter() {
             // SAFETY: the job is not run before the batch is planned.
             let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
-            for (i, (t, key)) in job.declared().writes().enumerate() {
-                if owner(t, key, m) != self.me {
+            // §3.2.3: each read it owns gets the version it must see —
+            // the newest one now, as every earlier procedure is planned
+            // and no later one is. Reads first: a key the procedure also
+            // writes is read below its own placeholder.
+            for (e, (t, key, write)) in job.declared().iter().enumerate() {
+                if write || owner(t, key, m) != self.me {
+                    continue;
+                }
+                let head = s
+                    .tables
+                    .get(t)
+                    .ok()
+                    .and_then(|tree| tree.get(key, &Pin(&g)).value)
+                    // SAFETY: chains live as long as the database.
+                    .map_or(std::ptr::null_mut(), |c| unsafe {
+                        (*(c as *const Chain)).head.load(Ordering::Acquire)
+                    });
+                slot.inputs[e].v.store(head, Ordering::Release);
+            }
+            for (e, (t, key, write)) in job.declared().iter().enumerate() {
+                if !write || owner(t, key, m) != self.me {
                     continue;
                 }
                 let Some(chain) = chain(s, t, key, &g) else {
@@ -658,25 +712,7 @@ impl Planner {
                     self.superseded.push_back((b.number, v));
                 }
                 chain.head.store(v, Ordering::Release);
-                slot.writes[i].store(v, Ordering::Release);
-            }
-            // §3.2.3: each read it owns gets the version it must see —
-            // the newest one now, as every earlier procedure is planned
-            // and no later one is.
-            for (j, (t, key)) in job.declared().reads().enumerate() {
-                if owner(t, key, m) != self.me {
-                    continue;
-                }
-                let head = s
-                    .tables
-                    .get(t)
-                    .ok()
-                    .and_then(|tree| tree.get(key, &Pin(&g)).value)
-                    // SAFETY: chains live as long as the database.
-                    .map_or(std::ptr::null_mut(), |c| unsafe {
-                        (*(c as *const Chain)).head.load(Ordering::Acquire)
-                    });
-                slot.reads[j].store(head, Ordering::Release);
+                slot.inputs[e].v.store(v, Ordering::Release);
             }
         }
         drop(g);
@@ -764,16 +800,12 @@ fn chain<'s>(
 /// the versions alive (Condition 3); a value not yet produced is null,
 /// which prefetching ignores.
 fn warm(slot: &Slot, values: bool) {
-    let prevs = slot.writes.iter().map(|p| {
-        let v = p.load(Ordering::Acquire);
-        if v.is_null() {
-            return v;
+    for arg in slot.inputs.iter() {
+        let mut v = arg.v.load(Ordering::Acquire);
+        if arg.write && !v.is_null() {
+            // SAFETY: our batch's placeholder, alive.
+            v = unsafe { (*v).prev.load(Ordering::Acquire) };
         }
-        // SAFETY: our batch's placeholder, alive.
-        unsafe { (*v).prev.load(Ordering::Acquire) }
-    });
-    let reads = slot.reads.iter().map(|r| r.load(Ordering::Acquire));
-    for v in prevs.chain(reads) {
         if v.is_null() {
             continue;
         }
@@ -987,20 +1019,14 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     // SAFETY: EXECUTING is ours alone.
     let job = unsafe { (*slot.job.get()).as_mut().expect("not yet handed back") };
     let g = crossbeam_epoch::pin();
-    let mut tx = Txn {
+    let env = Env {
         s,
         slot,
         g: &g,
         writes: std::mem::take(buf),
         depth,
-        blocked: false,
     };
-    let r = job.run(&mut tx);
-    let Txn {
-        mut writes,
-        blocked,
-        ..
-    } = tx;
+    let (r, mut writes, blocked) = job.run(env);
     let committed = match r {
         _ if blocked => {
             writes.discard();
@@ -1019,7 +1045,7 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     // published and the procedure runs again later.
     let mut made = std::mem::take(&mut writes.made);
     made.clear();
-    made.resize(slot.writes.len(), None);
+    made.resize(slot.inputs.len(), None);
     if committed {
         for (i, d) in writes.entries.drain(..) {
             made[i] = Some(d);
@@ -1028,10 +1054,10 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
         writes.discard();
     }
     let mut blocked = false;
-    for (p, m) in slot.writes.iter().zip(made.iter_mut()) {
-        let v = p.load(Ordering::Acquire);
-        if v.is_null() || m.is_some() {
-            continue; // written, or an unknown table
+    for (arg, m) in slot.inputs.iter().zip(made.iter_mut()) {
+        let v = arg.v.load(Ordering::Acquire);
+        if !arg.write || v.is_null() || m.is_some() {
+            continue; // a read, written, or an unknown table
         }
         // SAFETY: our placeholder, alive until we complete.
         let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
@@ -1056,9 +1082,9 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
         slot.state.store(UNPROCESSED, Ordering::Release);
         return Err(Blocked::Later);
     }
-    for (p, m) in slot.writes.iter().zip(&made) {
-        let v = p.load(Ordering::Acquire);
-        if v.is_null() {
+    for (arg, m) in slot.inputs.iter().zip(&made) {
+        let v = arg.v.load(Ordering::Acquire);
+        if !arg.write || v.is_null() {
             continue;
         }
         // SAFETY: our placeholder, alive until we complete.
@@ -1105,6 +1131,11 @@ pub struct Txn<'a> {
     s: &'a Shared,
     slot: &'a Slot,
     g: &'a crossbeam_epoch::Guard,
+    declared: &'a Declared,
+    /// The declared key after the last one used: a procedure usually
+    /// uses its keys in the order it declared them, and the next lookup
+    /// tries it first.
+    cursor: usize,
     writes: WriteBuf,
     depth: u32,
     /// A read found an input another thread is producing: the run is
@@ -1113,37 +1144,52 @@ pub struct Txn<'a> {
 }
 
 impl Txn<'_> {
-    fn declared(&self) -> &Declared {
-        // SAFETY: EXECUTING is ours; the job stays in its slot meanwhile.
-        unsafe { (*self.slot.job.get()).as_ref().expect("running") }.declared()
+    /// The declared key `key` of table `t`: (its index, whether a write);
+    /// a write if it is declared both ways.
+    fn find(&mut self, t: TableId, key: &[u8]) -> Option<(usize, bool)> {
+        let d = self.declared;
+        let c = self.cursor;
+        let found = match d.get(c) {
+            Some((dt, dk, w)) if dt == t && dk == key => Some((c, w)),
+            _ => {
+                let mut read = None;
+                let mut write = None;
+                for (e, (dt, dk, w)) in d.iter().enumerate() {
+                    if dt == t && dk == key {
+                        if w {
+                            write = Some((e, true));
+                            break;
+                        }
+                        read = read.or(Some((e, false)));
+                    }
+                }
+                write.or(read)
+            }
+        };
+        if let Some((e, _)) = found {
+            self.cursor = e + 1;
+        }
+        found
     }
 
-    /// The index of `key` in the declared write set.
-    fn write_index(&self, t: TableId, key: &[u8]) -> Option<usize> {
-        self.declared()
-            .writes()
-            .position(|(wt, wk)| wt == t && wk == key)
-    }
-
-    /// The index of `key` in the declared read set.
-    fn read_index(&self, t: TableId, key: &[u8]) -> Option<usize> {
-        self.declared()
-            .reads()
-            .position(|(rt, rk)| rt == t && rk == key)
-    }
-
-    /// The index of `key` in the declared write set, which must have a
-    /// placeholder (its table existed when the batch was planned), and
-    /// the placeholder.
-    fn placeholder(&self, t: TableId, key: &[u8]) -> Result<(usize, *mut Version), TxError> {
-        let i = self
-            .write_index(t, key)
-            .ok_or_else(|| Self::undeclared(t))?;
-        let v = self.slot.writes[i].load(Ordering::Acquire);
+    /// The declared write of `key`: its index and placeholder (its table
+    /// existed when the batch was planned).
+    fn placeholder(&mut self, t: TableId, key: &[u8]) -> Result<(usize, *mut Version), TxError> {
+        let e = match self.find(t, key) {
+            Some((e, true)) => e,
+            // Declared as a read: is it declared as a write too?
+            Some(_) => self
+                .declared
+                .iter()
+                .position(|(dt, dk, w)| w && dt == t && dk == key)
+                .ok_or_else(|| Self::undeclared(t))?,
+            None => return Err(Self::undeclared(t)),
+        };
+        let v = self.slot.inputs[e].v.load(Ordering::Acquire);
         if v.is_null() {
             return Err(Error::UnknownTableId(t.index()).into());
         }
-        Ok((i, v))
+        Ok((e, v))
     }
 
     fn undeclared(t: TableId) -> TxError {
@@ -1154,29 +1200,45 @@ impl Txn<'_> {
         .into()
     }
 
+    /// This procedure's own buffered write of `key`, if any (a null
+    /// value: its deletion).
+    fn own(&self, t: TableId, key: &[u8]) -> Option<*mut Data> {
+        self.writes.entries.iter().find_map(|&(e, d)| {
+            let (dt, dk, _) = self.declared.get(e)?;
+            (dt == t && dk == key).then_some(d)
+        })
+    }
+
     /// What this procedure reads at `key`: its own write, or the version
     /// visible at its timestamp. A key it declared is found without the
     /// index: below its own placeholder for a write, through the CC
     /// thread's annotation for a read (§3.2.3).
     fn read<'v>(&mut self, t: TableId, key: &[u8]) -> Result<Option<&'v [u8]>, TxError> {
-        if let Some(i) = self.write_index(t, key) {
-            if let Some(d) = self.writes.get(i) {
-                // SAFETY: our own value, alive until the run ends.
-                return Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten());
-            }
-            let v = self.slot.writes[i].load(Ordering::Acquire);
-            if !v.is_null() {
-                // SAFETY: our placeholder; the version below it is the
-                // newest that began before us (planned in order).
-                return self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) });
-            }
-        } else if let Some(j) = self.read_index(t, key) {
-            if self.s.tables.get(t).is_err() {
-                return Err(Error::UnknownTableId(t.index()).into());
-            }
-            return self.resolved(self.slot.reads[j].load(Ordering::Acquire));
+        let Some((e, write)) = self.find(t, key) else {
+            return self.visible(t, key);
+        };
+        let own = match write {
+            true => self.writes.get(e),
+            false if self.writes.entries.is_empty() => None,
+            false => self.own(t, key),
+        };
+        if let Some(d) = own {
+            // SAFETY: our own value, alive until the run ends.
+            return Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten());
         }
-        self.visible(t, key)
+        let v = self.slot.inputs[e].v.load(Ordering::Acquire);
+        if write {
+            if v.is_null() {
+                return self.visible(t, key); // an unknown table: its error
+            }
+            // SAFETY: our placeholder; the version below it is the newest
+            // that began before us (planned in order).
+            return self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) });
+        }
+        if self.s.tables.get(t).is_err() {
+            return Err(Error::UnknownTableId(t.index()).into());
+        }
+        self.resolved(v)
     }
 
     /// The version of `key` this procedure reads: the newest that began
@@ -1249,7 +1311,7 @@ impl Tx for Txn<'_> {
         key: &[u8],
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        let (i, _) = self.placeholder(t, key)?;
+        let (i, v) = self.placeholder(t, key)?;
         if let Some(d) = self.writes.get(i) {
             // SAFETY: our own value, not yet published.
             return Ok((!d.is_null())
@@ -1257,8 +1319,10 @@ impl Tx for Txn<'_> {
                 .flatten()
                 .map(f));
         }
-        // The new value is made from the one read, in one copy.
-        let Some(old) = self.read(t, key)? else {
+        // The new value is made from the one below our placeholder, in
+        // one copy.
+        // SAFETY: our placeholder, alive while we run.
+        let Some(old) = self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) })? else {
             return Ok(None);
         };
         let d = make_value(self.s, old);
@@ -1276,8 +1340,14 @@ impl Tx for Txn<'_> {
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        let (i, _) = self.placeholder(t, key)?;
-        let existed = self.get(t, key)?.is_some();
+        let (i, v) = self.placeholder(t, key)?;
+        let existed = match self.writes.get(i) {
+            Some(d) => !d.is_null(),
+            // SAFETY: our placeholder, alive while we run.
+            None => self
+                .resolved(unsafe { (*v).prev.load(Ordering::Acquire) })?
+                .is_some(),
+        };
         self.writes.set(i, std::ptr::null_mut());
         Ok(existed)
     }
@@ -1312,7 +1382,7 @@ impl Tx for Txn<'_> {
                 return Ok(());
             }
             for (k, c) in batch.iter() {
-                let own = self.write_index(t, k).and_then(|i| self.writes.get(i));
+                let own = self.own(t, k);
                 let value = match own {
                     // SAFETY: our own value, alive until the run ends.
                     Some(d) => (!d.is_null()).then(|| unsafe { (*d).value() }).flatten(),

@@ -431,9 +431,6 @@ pub struct YcsbThread {
     rng: Rng,
     seen: HashSet<u64>,
     long_keys: Vec<u64>,
-    /// A long read's keys, declared before it runs (all YCSB keys are
-    /// known from its parameters).
-    declared: granary_api::Declared,
     /// Read/update procedures back from the engine, to be reused.
     #[allow(clippy::vec_box)] // boxes travel to the engine and back
     spare: Vec<Box<Procedure<YcsbTxn>>>,
@@ -586,7 +583,19 @@ impl Ycsb {
         let t = self
             .table
             .ok_or_else(|| Error::InvalidOption("YCSB: run before load".into()))?;
-        let mut p = th.spare.pop().unwrap_or_else(|| {
+        let mut p = self.procedure(th, t);
+        self.plan(&mut th.rng, &mut th.seen, &mut p.body.ops);
+        p.kind = if p.body.ops.iter().any(|o| o.1) {
+            UPDATE
+        } else {
+            READ_ONLY
+        };
+        self.submit(th, ex, p, t)
+    }
+
+    /// A procedure to fill in: one back from the engine, or a new one.
+    fn procedure(&self, th: &mut YcsbThread, t: TableId) -> Box<Procedure<YcsbTxn>> {
+        th.spare.pop().unwrap_or_else(|| {
             Procedure::new(
                 UPDATE,
                 YcsbTxn {
@@ -597,13 +606,17 @@ impl Ycsb {
                     buf: Vec::with_capacity(self.cfg.value_bytes),
                 },
             )
-        });
-        self.plan(&mut th.rng, &mut th.seen, &mut p.body.ops);
-        p.kind = if p.body.ops.iter().any(|o| o.1) {
-            UPDATE
-        } else {
-            READ_ONLY
-        };
+        })
+    }
+
+    /// Declare `p`'s keys (for designs that plan) and run or submit it.
+    fn submit<R: TxRunner>(
+        &self,
+        th: &mut YcsbThread,
+        ex: &mut Exec<'_, R>,
+        mut p: Box<Procedure<YcsbTxn>>,
+        t: TableId,
+    ) -> Result<(), Error> {
         p.planned = ex.uses_declared();
         if p.planned {
             p.declared.clear();
@@ -642,6 +655,14 @@ impl Ycsb {
             };
             th.long_keys.push(k);
         }
+        if !self.cfg.snapshot_long_reads {
+            // A procedure of reads (declared, for designs that plan).
+            let mut p = self.procedure(th, t);
+            p.kind = LONG_READ;
+            p.body.ops.clear();
+            p.body.ops.extend(th.long_keys.iter().map(|&k| (k, false)));
+            return self.submit(th, ex, p, t);
+        }
         let keys = &th.long_keys;
         let mut body = |tx: &mut dyn ReadOnly| -> Result<u64, TxError> {
             let mut acc = 0u64;
@@ -653,20 +674,9 @@ impl Ycsb {
             }
             Ok(acc)
         };
-        if self.cfg.snapshot_long_reads {
-            let start = Instant::now();
-            std::hint::black_box(ex.runner().snapshot_read(&mut body)?);
-            ex.completed_outside(LONG_READ, start);
-        } else {
-            let declared = ex.uses_declared().then(|| {
-                th.declared.clear();
-                for &k in keys {
-                    th.declared.read(t, &k.to_be_bytes());
-                }
-                &th.declared
-            });
-            std::hint::black_box(ex.txn_declared(LONG_READ, declared, |tx| body(tx))?);
-        }
+        let start = Instant::now();
+        std::hint::black_box(ex.runner().snapshot_read(&mut body)?);
+        ex.completed_outside(LONG_READ, start);
         Ok(())
     }
 }
@@ -700,7 +710,6 @@ impl Workload for Ycsb {
             rng: Rng::new(seed, id as u64 + 1),
             seen: HashSet::new(),
             long_keys: Vec::new(),
-            declared: granary_api::Declared::new(),
             spare: Vec::new(),
             done: Vec::new(),
             rmw_ops: 0,
