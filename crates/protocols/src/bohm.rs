@@ -140,9 +140,100 @@ unsafe impl Send for Version {}
 unsafe impl Sync for Version {}
 
 /// A key's chain, newest version first; what the index maps a key to.
-/// Only the CC thread that owns the key changes it.
-struct Chain {
+/// Only the CC thread that owns the key changes it. The key's bytes
+/// follow it (a [`Tail`]), for the CC thread's own map to compare.
+type Chain = Tail<ChainHead>;
+
+struct ChainHead {
     head: AtomicPtr<Version>,
+    table: TableId,
+}
+
+/// A new chain for `key` of table `t`, with no version yet.
+fn new_chain(t: TableId, key: &[u8]) -> *mut Chain {
+    Chain::alloc(
+        ChainHead {
+            head: AtomicPtr::default(),
+            table: t,
+        },
+        Some(key),
+        0,
+    )
+}
+
+/// A CC thread's own map from the keys of its partition to their chains:
+/// the paper's per-thread hash table (§3.2.2), in front of the shared
+/// ordered index (which scans and closures use, and where every chain is
+/// too). Open addressing, linear probing, never shrinks (chains live as
+/// long as the database).
+#[derive(Default)]
+struct ChainMap {
+    /// (hash, chain); a null chain is an empty slot.
+    slots: Vec<(u64, *const Chain)>,
+    len: usize,
+}
+
+impl ChainMap {
+    fn slot(&self, h: u64) -> usize {
+        // The hash's low bits pick the CC thread: mix before using them.
+        let x = (h ^ (h >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        (x >> 20) as usize & (self.slots.len() - 1)
+    }
+
+    /// The chain of `key` (hashed to `h`) in table `t`, if mapped.
+    fn get(&self, h: u64, t: TableId, key: &[u8]) -> Option<*const Chain> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mut i = self.slot(h);
+        loop {
+            let (sh, c) = self.slots[i];
+            if c.is_null() {
+                return None;
+            }
+            // SAFETY: chains live as long as the database; their keys
+            // never change.
+            if sh == h {
+                // SAFETY: as above.
+                let chain = unsafe { &*c };
+                // SAFETY: as above.
+                if chain.table == t && unsafe { chain.value() } == Some(key) {
+                    return Some(c);
+                }
+            }
+            i = (i + 1) & (self.slots.len() - 1);
+        }
+    }
+
+    /// Start fetching the slot `h` hashes to.
+    fn prefetch(&self, h: u64) {
+        if !self.slots.is_empty() {
+            prefetch(&self.slots[self.slot(h)]);
+        }
+    }
+
+    /// Map a chain not yet mapped.
+    fn insert(&mut self, h: u64, c: *const Chain) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            let size = (2 * self.slots.len()).max(1024);
+            let old = std::mem::replace(&mut self.slots, vec![(0, std::ptr::null()); size]);
+            for (oh, oc) in old {
+                if !oc.is_null() {
+                    self.place(oh, oc);
+                }
+            }
+        }
+        self.place(h, c);
+        self.len += 1;
+    }
+
+    fn place(&mut self, h: u64, c: *const Chain) {
+        let mut i = self.slot(h);
+        while !self.slots[i].1.is_null() {
+            i = (i + 1) & (self.slots.len() - 1);
+        }
+        self.slots[i] = (h, c);
+    }
 }
 
 const INF: u64 = u64::MAX;
@@ -449,8 +540,9 @@ impl Drop for Bohm {
                     // SAFETY: the index owns each chain once; no thread
                     // runs any more.
                     unsafe {
-                        let chain = Box::from_raw(c as *mut Chain);
-                        free_chain(chain.head.load(Ordering::Relaxed));
+                        let chain = c as *mut Chain;
+                        free_chain((&*chain).head.load(Ordering::Relaxed));
+                        Chain::free(chain);
                     }
                 });
             }
@@ -475,14 +567,14 @@ unsafe fn free_chain(mut v: *mut Version) {
     }
 }
 
-/// The CC thread that owns `key` of table `t`.
-fn owner(t: TableId, key: &[u8], m: usize) -> usize {
-    // FNV-1a over the table and the key.
+/// `key` of table `t` hashed (FNV-1a over the table and the key): its
+/// CC thread is `hash % m`.
+fn key_hash(t: TableId, key: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in t.index().to_le_bytes().iter().chain(key) {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
-    (h % m as u64) as usize
+    h
 }
 
 /// §3.3.2's low watermark: every batch below it has been finished by
@@ -621,8 +713,16 @@ struct Planner {
     /// Versions cut, to be reused (only this thread makes and cuts its
     /// partition's versions).
     pool: Vec<*mut Version>,
-    /// Values cut, on their way to the execution threads (see [`spare`]).
+    /// Values cut, on their way to the execution threads (see
+    /// [`Shared::spare`]).
     cut_values: Vec<usize>,
+    /// This thread's keys and their chains.
+    map: ChainMap,
+    /// CC threads in all.
+    m: usize,
+    /// Hash buffers for [`Planner::plan`].
+    hashes: Vec<u64>,
+    next_hashes: Vec<u64>,
 }
 
 impl Drop for Planner {
@@ -639,12 +739,70 @@ impl Drop for Planner {
 }
 
 impl Planner {
-    fn new(me: usize) -> Planner {
+    fn new(me: usize, m: usize) -> Planner {
         Planner {
             me,
             superseded: VecDeque::new(),
             pool: Vec::new(),
             cut_values: Vec::new(),
+            map: ChainMap::default(),
+            m,
+            hashes: Vec::new(),
+            next_hashes: Vec::new(),
+        }
+    }
+
+    /// The chain of `key` (hashed to `h`) of table `t`, if it has one:
+    /// from this thread's map, or found in the index and mapped.
+    fn find<'s>(
+        &mut self,
+        s: &'s Shared,
+        h: u64,
+        t: TableId,
+        key: &[u8],
+        g: &crossbeam_epoch::Guard,
+    ) -> Option<&'s Chain> {
+        if let Some(c) = self.map.get(h, t, key) {
+            // SAFETY: chains live as long as the database.
+            return Some(unsafe { &*c });
+        }
+        let c = s.tables.get(t).ok()?.get(key, &Pin(g)).value? as *const Chain;
+        self.map.insert(h, c);
+        // SAFETY: as above.
+        Some(unsafe { &*c })
+    }
+
+    /// As [`Planner::find`], making the chain if the key has none.
+    fn chain<'s>(
+        &mut self,
+        s: &'s Shared,
+        h: u64,
+        t: TableId,
+        key: &[u8],
+        g: &crossbeam_epoch::Guard,
+    ) -> Option<&'s Chain> {
+        if let Some(c) = self.find(s, h, t, key, g) {
+            return Some(c);
+        }
+        let c = chain(s, t, key, g)?;
+        self.map.insert(h, c);
+        Some(c)
+    }
+
+    /// Hash `slot`'s declared keys into `out`, and start fetching the map
+    /// slots of those this thread owns.
+    fn hash_keys(&self, slot: Option<&Slot>, out: &mut Vec<u64>) {
+        out.clear();
+        let Some(slot) = slot else { return };
+        // SAFETY: the job is not run before the batch is planned.
+        let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
+        let m = self.m as u64;
+        for (t, key, _) in job.declared().iter() {
+            let h = key_hash(t, key);
+            if h % m == self.me as u64 {
+                self.map.prefetch(h);
+            }
+            out.push(h);
         }
     }
 
@@ -666,38 +824,49 @@ impl Planner {
     fn plan(&mut self, s: &Shared, b: &Batch) {
         let m = s.cfg.cc_threads;
         let g = crossbeam_epoch::pin();
-        for slot in b.slots.iter() {
+        // The keys' hashes one procedure ahead, their map slots fetched
+        // meanwhile.
+        let mut hashes = std::mem::take(&mut self.hashes);
+        let mut next = std::mem::take(&mut self.next_hashes);
+        self.hash_keys(b.slots.first(), &mut next);
+        for (k, slot) in b.slots.iter().enumerate() {
+            std::mem::swap(&mut hashes, &mut next);
+            self.hash_keys(b.slots.get(k + 1), &mut next);
             // SAFETY: the job is not run before the batch is planned.
             let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
-            // §3.2.3: each read it owns gets the version it must see —
-            // the newest one now, as every earlier procedure is planned
-            // and no later one is. Reads first: a key the procedure also
-            // writes is read below its own placeholder.
             for (e, (t, key, write)) in job.declared().iter().enumerate() {
-                if write || owner(t, key, m) != self.me {
+                let h = hashes[e];
+                if h % m as u64 != self.me as u64 {
                     continue;
                 }
-                let head = s
-                    .tables
-                    .get(t)
-                    .ok()
-                    .and_then(|tree| tree.get(key, &Pin(&g)).value)
-                    // SAFETY: chains live as long as the database.
-                    .map_or(std::ptr::null_mut(), |c| unsafe {
-                        (*(c as *const Chain)).head.load(Ordering::Acquire)
-                    });
-                slot.inputs[e].v.store(head, Ordering::Release);
-            }
-            for (e, (t, key, write)) in job.declared().iter().enumerate() {
-                if !write || owner(t, key, m) != self.me {
-                    continue;
-                }
-                let Some(chain) = chain(s, t, key, &g) else {
-                    continue; // an unknown table: the run will fail there
+                let chain = if write {
+                    self.chain(s, h, t, key, &g)
+                } else {
+                    self.find(s, h, t, key, &g)
                 };
+                let Some(chain) = chain else {
+                    // Absent (a read sees nothing), or an unknown table
+                    // (the run fails there).
+                    continue;
+                };
+                let old = chain.head.load(Ordering::Acquire);
+                if !write {
+                    // §3.2.3: the read gets the version it must see — the
+                    // newest one now, as every earlier procedure is
+                    // planned and no later one is (below the procedure's
+                    // own placeholder, if it declared the key a write
+                    // first).
+                    let mut v = old;
+                    // SAFETY: our partition's versions, alive.
+                    if !v.is_null() && unsafe { (*v).begin } == slot.ts {
+                        // SAFETY: as above.
+                        v = unsafe { (*v).prev.load(Ordering::Acquire) };
+                    }
+                    slot.inputs[e].v.store(v, Ordering::Release);
+                    continue;
+                }
                 // §3.2.3: the placeholder, linked to the old version,
                 // whose end becomes ts.
-                let old = chain.head.load(Ordering::Acquire);
                 let v = self.version(Version {
                     begin: slot.ts,
                     end: AtomicU64::new(INF),
@@ -715,6 +884,8 @@ impl Planner {
                 slot.inputs[e].v.store(v, Ordering::Release);
             }
         }
+        self.hashes = hashes;
+        self.next_hashes = next;
         drop(g);
         // §3.2.4: one meeting point per batch.
         b.planned.fetch_add(1, Ordering::SeqCst);
@@ -758,7 +929,7 @@ impl Planner {
 }
 
 fn cc_thread(s: &Shared, me: usize) {
-    let mut p = Planner::new(me);
+    let mut p = Planner::new(me, s.cfg.cc_threads);
     let mut number = 0;
     while let Some(b) = batch(s, number) {
         p.plan(s, &b);
@@ -779,14 +950,12 @@ fn chain<'s>(
         // SAFETY: chains live as long as the database.
         return Some(unsafe { &*(c as *const Chain) });
     }
-    let fresh = Box::into_raw(Box::new(Chain {
-        head: AtomicPtr::default(),
-    }));
+    let fresh = new_chain(t, key);
     let c = match tree.insert(key, fresh as u64, &mut Pin(g)) {
         Insert::Inserted(_) => fresh,
         Insert::Exists { value } => {
             // SAFETY: never published.
-            drop(unsafe { Box::from_raw(fresh) });
+            unsafe { Chain::free(fresh) };
             value as *mut Chain
         }
     };
@@ -943,7 +1112,7 @@ fn exec_thread(s: &Shared, me: usize) {
 /// A thread that plays both parts ([`Config::both`]): it plans its
 /// partition of each batch, meets the others, then runs its share.
 fn both_thread(s: &Shared, me: usize) {
-    let mut p = Planner::new(me);
+    let mut p = Planner::new(me, s.cfg.cc_threads);
     let mut e = Executor::new(me);
     let mut number = 0;
     while let Some(b) = batch(s, number) {
@@ -1678,7 +1847,7 @@ impl Alone<'_> {
         for (chain, v) in self.undo.drain(..).rev() {
             // SAFETY: our chain and version; nothing else runs.
             unsafe {
-                (*chain)
+                (&*chain)
                     .head
                     .store((*v).prev.load(Ordering::Acquire), Ordering::Release);
                 (*v).prev.store(std::ptr::null_mut(), Ordering::Relaxed);
