@@ -400,6 +400,11 @@ struct Shared {
 const MAX_SPARE: usize = 1 << 16;
 
 thread_local! {
+    /// Procedures this execution thread has completed and not yet handed
+    /// back, by client.
+    static COMPLETED: std::cell::RefCell<Vec<(Arc<Client>, Vec<Finished>)>> =
+        std::cell::RefCell::default();
+
     /// This execution thread's values to reuse (taken from
     /// [`Shared::spare`]), freed when the thread ends.
     static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::default();
@@ -1054,7 +1059,16 @@ impl Executor {
                 pause(&mut spins);
             }
         }
-        self.hand_back(s, b);
+        // Then one pass over the others' shares: a procedure whose thread
+        // is busy (a long reader before it) need not wait for it. Before
+        // publishing that we are past the batch: its versions stay alive
+        // while we run its procedures (Condition 3).
+        for slot in b.slots.iter() {
+            if slot.state.load(Ordering::Acquire) == UNPROCESSED {
+                let _ = execute(s, slot, &mut self.buf, 0);
+            }
+        }
+        self.hand_back();
         s.finished[self.me].store(b.number + 1, Ordering::SeqCst);
         // The last execution thread through a batch drops it from the log
         // (once every thread is past it, no one needs its slots; readers
@@ -1070,27 +1084,13 @@ impl Executor {
 }
 
 impl Executor {
-    /// Give this thread's share of `b`, all complete, back to their
-    /// clients: one lock and one wake-up per client and batch, not per
-    /// procedure.
-    fn hand_back(&mut self, s: &Shared, b: &Batch) {
-        for slot in b.slots.iter().skip(self.me).step_by(s.cfg.exec_threads) {
-            // SAFETY: COMPLETE, and ours to hand back (our share).
-            let job = unsafe { (*slot.job.get()).take().expect("handed back once") };
-            match self
-                .out
-                .iter_mut()
-                .find(|(c, _)| Arc::ptr_eq(c, &slot.client))
-            {
-                Some((_, jobs)) => jobs.push(job.into_any()),
-                None => self
-                    .out
-                    .push((Arc::clone(&slot.client), vec![job.into_any()])),
-            }
-        }
-        for (client, jobs) in self.out.drain(..) {
+    /// Give the procedures this thread completed back to their clients:
+    /// one lock and one wake-up per client and batch, not per procedure.
+    fn hand_back(&mut self) {
+        COMPLETED.with_borrow_mut(|out| std::mem::swap(out, &mut self.out));
+        for (client, mut jobs) in self.out.drain(..) {
             let mut done = client.done.lock().unwrap_or_else(|p| p.into_inner());
-            done.append(&mut { jobs });
+            done.append(&mut jobs);
             if client.waiting.load(Ordering::Relaxed) {
                 client.ready.notify_all();
             }
@@ -1263,6 +1263,16 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     }
     writes.made = made;
     *buf = writes;
+    // The thread that completes a procedure hands it back (with the
+    // others it completes in this batch; see `Executor::hand_back`).
+    // SAFETY: still ours (EXECUTING); no one reads a job afterwards.
+    let job = unsafe { (*slot.job.get()).take().expect("completed once") };
+    COMPLETED.with_borrow_mut(|out| {
+        match out.iter_mut().find(|(c, _)| Arc::ptr_eq(c, &slot.client)) {
+            Some((_, jobs)) => jobs.push(job.into_any()),
+            None => out.push((Arc::clone(&slot.client), vec![job.into_any()])),
+        }
+    });
     slot.state.store(COMPLETE, Ordering::Release);
     Ok(())
 }
