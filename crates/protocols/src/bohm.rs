@@ -118,12 +118,15 @@ type Data = Tail<()>;
 const UNREADY: u8 = 0;
 const READY: u8 = 1;
 
-/// A version of a key (bohm-vldb15 §3.2.3, Figure 3).
+/// A version of a key (bohm-vldb15 §3.2.3, Figure 3). **Deviation:** no
+/// end timestamp. A chain is ordered by begin, and a reader takes the
+/// first version that began before it (or, declared, the one its CC
+/// thread annotated), so an end would be written and never read; writing
+/// it cost the CC thread a miss on the old version and moved that line
+/// away from the execution thread about to read it.
 struct Version {
     /// The producing procedure's timestamp.
     begin: u64,
-    /// The timestamp of the procedure that superseded it (∞: none yet).
-    end: AtomicU64,
     /// The procedure that produces the data (valid while UNREADY).
     producer: *const Slot,
     state: AtomicU8,
@@ -212,6 +215,14 @@ impl ChainMap {
         }
     }
 
+    /// Start fetching the chain in the slot `h` hashes to (its first
+    /// probe; the slot should be in cache by now).
+    fn prefetch_chain(&self, h: u64) {
+        if !self.slots.is_empty() {
+            prefetch(self.slots[self.slot(h)].1);
+        }
+    }
+
     /// Map a chain not yet mapped.
     fn insert(&mut self, h: u64, c: *const Chain) {
         if 2 * (self.len + 1) > self.slots.len() {
@@ -235,8 +246,6 @@ impl ChainMap {
         self.slots[i] = (h, c);
     }
 }
-
-const INF: u64 = u64::MAX;
 
 /// Procedure states (§3.3.1).
 const UNPROCESSED: u8 = 0;
@@ -422,13 +431,20 @@ impl Drop for Spare {
     }
 }
 
-/// A value holding `bytes`, in a reused block if one fits.
-fn make_value(s: &Shared, bytes: &[u8]) -> *mut Data {
-    let reused = SPARE.with_borrow_mut(|spare| {
+/// Take the values the CC threads cut, if this thread has none left
+/// (once per batch: not a lock per value).
+fn refill_spare(s: &Shared) {
+    SPARE.with_borrow_mut(|spare| {
         if spare.0.is_empty() {
             let mut shared = s.spare.lock().unwrap_or_else(|p| p.into_inner());
             std::mem::swap(&mut spare.0, &mut shared);
         }
+    });
+}
+
+/// A value holding `bytes`, in a reused block if one fits.
+fn make_value(bytes: &[u8]) -> *mut Data {
+    let reused = SPARE.with_borrow_mut(|spare| {
         let d = spare.0.pop()? as *mut Data;
         // SAFETY: a cut value, unreachable: ours alone.
         let room = unsafe { (*d).room() };
@@ -602,9 +618,13 @@ fn pause(spins: &mut u32) {
 
 fn sequencer(s: &Shared) {
     let mut pending: Vec<(Box<dyn Job>, Arc<Client>)> = Vec::new();
+    // The batch cut last: while the CC threads are still planning it, a
+    // new batch could not start anyway, so input keeps gathering into a
+    // fuller one (batches grow with the load, up to `batch`).
+    let mut last: Option<Arc<Batch>> = None;
     loop {
         let mut input = s.input.lock().unwrap_or_else(|p| p.into_inner());
-        while input.queue.is_empty() && !s.stop.load(Ordering::SeqCst) {
+        while input.queue.is_empty() && pending.is_empty() && !s.stop.load(Ordering::SeqCst) {
             input.sleeping = true;
             input = s
                 .input_ready
@@ -628,8 +648,15 @@ fn sequencer(s: &Shared) {
             }
         }
         drop(input);
+        let planning = last
+            .as_ref()
+            .is_some_and(|b| b.planned.load(Ordering::SeqCst) < s.cfg.cc_threads);
+        if !pending.is_empty() && planning && pending.len() < s.cfg.batch && exclusive.is_none() {
+            std::thread::yield_now();
+            continue;
+        }
         if !pending.is_empty() {
-            cut_batch(s, &mut pending);
+            last = Some(cut_batch(s, &mut pending));
         }
         if let Some(e) = exclusive {
             // Everything cut so far must complete first.
@@ -654,7 +681,7 @@ fn sequencer(s: &Shared) {
 
 /// Give `pending` timestamps (§3.2.1: their positions in the log) and
 /// publish them as the next batch.
-fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) {
+fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) -> Arc<Batch> {
     let slots: Box<[Slot]> = pending
         .drain(..)
         .map(|(job, client)| {
@@ -685,8 +712,9 @@ fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) {
     s.batches
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push_back(batch);
+        .push_back(Arc::clone(&batch));
     s.next_batch.store(number + 1, Ordering::SeqCst);
+    batch
 }
 
 /// Batch `number`, once cut (`None` if stopping first).
@@ -723,11 +751,9 @@ struct Planner {
     cut_values: Vec<usize>,
     /// This thread's keys and their chains.
     map: ChainMap,
-    /// CC threads in all.
-    m: usize,
     /// Hash buffers for [`Planner::plan`].
     hashes: Vec<u64>,
-    next_hashes: Vec<u64>,
+    starts: Vec<u32>,
 }
 
 impl Drop for Planner {
@@ -744,16 +770,15 @@ impl Drop for Planner {
 }
 
 impl Planner {
-    fn new(me: usize, m: usize) -> Planner {
+    fn new(me: usize) -> Planner {
         Planner {
             me,
             superseded: VecDeque::new(),
             pool: Vec::new(),
             cut_values: Vec::new(),
             map: ChainMap::default(),
-            m,
             hashes: Vec::new(),
-            next_hashes: Vec::new(),
+            starts: Vec::new(),
         }
     }
 
@@ -794,21 +819,18 @@ impl Planner {
         Some(c)
     }
 
-    /// Hash `slot`'s declared keys into `out`, and start fetching the map
-    /// slots of those this thread owns.
-    fn hash_keys(&self, slot: Option<&Slot>, out: &mut Vec<u64>) {
-        out.clear();
-        let Some(slot) = slot else { return };
-        // SAFETY: the job is not run before the batch is planned.
-        let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
-        let m = self.m as u64;
-        for (t, key, _) in job.declared().iter() {
-            let h = key_hash(t, key);
-            if h % m == self.me as u64 {
-                self.map.prefetch(h);
-            }
-            out.push(h);
+    /// Hash every declared key of `b` into `hashes`; procedure `k`'s are
+    /// `hashes[starts[k]..starts[k + 1]]`.
+    fn hash_batch(&self, b: &Batch, hashes: &mut Vec<u64>, starts: &mut Vec<u32>) {
+        hashes.clear();
+        starts.clear();
+        for slot in b.slots.iter() {
+            starts.push(hashes.len() as u32);
+            // SAFETY: the job is not run before the batch is planned.
+            let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
+            hashes.extend(job.declared().iter().map(|(t, key, _)| key_hash(t, key)));
         }
+        starts.push(hashes.len() as u32);
     }
 
     /// A new version, from the pool if it has one.
@@ -829,19 +851,40 @@ impl Planner {
     fn plan(&mut self, s: &Shared, b: &Batch) {
         let m = s.cfg.cc_threads;
         let g = crossbeam_epoch::pin();
-        // The keys' hashes one procedure ahead, their map slots fetched
-        // meanwhile.
+        // Every key of the batch hashed first; then, while a procedure is
+        // planned, the map slots of the one AHEAD procedures later are
+        // fetched, and the chains those slots name for the one AHEAD / 2
+        // later (their slots have arrived by then).
+        const AHEAD: usize = 4;
         let mut hashes = std::mem::take(&mut self.hashes);
-        let mut next = std::mem::take(&mut self.next_hashes);
-        self.hash_keys(b.slots.first(), &mut next);
+        let mut starts = std::mem::take(&mut self.starts);
+        self.hash_batch(b, &mut hashes, &mut starts);
+        let me = self.me as u64;
+        let mine = move |h: u64| h % m as u64 == me;
+        let keys = |k: usize| &hashes[starts[k] as usize..starts[k + 1] as usize];
+        for k in 0..AHEAD.min(b.slots.len()) {
+            keys(k)
+                .iter()
+                .filter(|&&h| mine(h))
+                .for_each(|&h| self.map.prefetch(h));
+        }
         for (k, slot) in b.slots.iter().enumerate() {
-            std::mem::swap(&mut hashes, &mut next);
-            self.hash_keys(b.slots.get(k + 1), &mut next);
+            if k + AHEAD < b.slots.len() {
+                for &h in keys(k + AHEAD).iter().filter(|&&h| mine(h)) {
+                    self.map.prefetch(h);
+                }
+            }
+            if k + AHEAD / 2 < b.slots.len() {
+                for &h in keys(k + AHEAD / 2).iter().filter(|&&h| mine(h)) {
+                    self.map.prefetch_chain(h);
+                }
+            }
             // SAFETY: the job is not run before the batch is planned.
             let job = unsafe { (*slot.job.get()).as_ref().expect("queued") };
+            let first = starts[k] as usize;
             for (e, (t, key, write)) in job.declared().iter().enumerate() {
-                let h = hashes[e];
-                if h % m as u64 != self.me as u64 {
+                let h = hashes[first + e];
+                if !mine(h) {
                     continue;
                 }
                 let chain = if write {
@@ -870,19 +913,15 @@ impl Planner {
                     slot.inputs[e].v.store(v, Ordering::Release);
                     continue;
                 }
-                // §3.2.3: the placeholder, linked to the old version,
-                // whose end becomes ts.
+                // §3.2.3: the placeholder, linked to the old version.
                 let v = self.version(Version {
                     begin: slot.ts,
-                    end: AtomicU64::new(INF),
                     producer: slot as *const Slot,
                     state: AtomicU8::new(UNREADY),
                     data: AtomicPtr::default(),
                     prev: AtomicPtr::new(old),
                 });
                 if !old.is_null() {
-                    // SAFETY: owned by this thread's partition; alive.
-                    unsafe { (*old).end.store(slot.ts, Ordering::Release) };
                     self.superseded.push_back((b.number, v));
                 }
                 chain.head.store(v, Ordering::Release);
@@ -890,7 +929,7 @@ impl Planner {
             }
         }
         self.hashes = hashes;
-        self.next_hashes = next;
+        self.starts = starts;
         drop(g);
         // §3.2.4: one meeting point per batch.
         b.planned.fetch_add(1, Ordering::SeqCst);
@@ -934,7 +973,7 @@ impl Planner {
 }
 
 fn cc_thread(s: &Shared, me: usize) {
-    let mut p = Planner::new(me, s.cfg.cc_threads);
+    let mut p = Planner::new(me);
     let mut number = 0;
     while let Some(b) = batch(s, number) {
         p.plan(s, &b);
@@ -1027,6 +1066,7 @@ impl Executor {
         // The first pass fetches ahead what the next procedures will read:
         // their inputs' versions two ahead, those versions' values one
         // ahead (a procedure's inputs are known before it runs).
+        refill_spare(s);
         let share: Vec<usize> = (self.me..b.slots.len()).step_by(n).collect();
         let mut left = Vec::with_capacity(share.len());
         for (k, &i) in share.iter().enumerate() {
@@ -1112,7 +1152,7 @@ fn exec_thread(s: &Shared, me: usize) {
 /// A thread that plays both parts ([`Config::both`]): it plans its
 /// partition of each batch, meets the others, then runs its share.
 fn both_thread(s: &Shared, me: usize) {
-    let mut p = Planner::new(me, s.cfg.cc_threads);
+    let mut p = Planner::new(me);
     let mut e = Executor::new(me);
     let mut number = 0;
     while let Some(b) = batch(s, number) {
@@ -1231,7 +1271,7 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
         // SAFETY: our placeholder, alive until we complete.
         let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
         match resolve(s, prev, depth, &mut WriteBuf::default()) {
-            Ok(Some(bytes)) => *m = Some(make_value(s, bytes)),
+            Ok(Some(bytes)) => *m = Some(make_value(bytes)),
             Ok(None) => *m = Some(std::ptr::null_mut()),
             Err(Blocked::Later) => {
                 blocked = true;
@@ -1480,7 +1520,7 @@ impl Tx for Txn<'_> {
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         check_value(value)?;
         let (i, _) = self.placeholder(t, key)?;
-        self.writes.set(i, make_value(self.s, value));
+        self.writes.set(i, make_value(value));
         Ok(())
     }
 
@@ -1504,7 +1544,7 @@ impl Tx for Txn<'_> {
         let Some(old) = self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) })? else {
             return Ok(None);
         };
-        let d = make_value(self.s, old);
+        let d = make_value(old);
         // SAFETY: just made, ours alone.
         let r = unsafe { (*d).value_mut() }.map(f);
         self.writes.set(i, d);
@@ -1830,7 +1870,6 @@ impl Alone<'_> {
         }
         let v = Box::into_raw(Box::new(Version {
             begin: self.ts,
-            end: AtomicU64::new(INF),
             producer: std::ptr::null(),
             state: AtomicU8::new(READY),
             data: AtomicPtr::new(data),
@@ -1842,14 +1881,6 @@ impl Alone<'_> {
     }
 
     fn commit(&mut self) {
-        for &(_, v) in &self.undo {
-            // SAFETY: ours; the superseded version ends at our timestamp.
-            let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
-            if !prev.is_null() {
-                // SAFETY: alive (below our version).
-                unsafe { (*prev).end.store(self.ts, Ordering::Release) };
-            }
-        }
         self.undo.clear();
     }
 
