@@ -52,8 +52,8 @@ pub enum Protocol {
     Si,
     /// BOHM: procedures planned in batches by CC threads, run by
     /// execution threads (--bohm-cc, --bohm-exec or --bohm-threads,
-    /// --bohm-batch); in progress: ycsb-mix without long reads, smallbank
-    /// and the check workloads only.
+    /// --bohm-batch); in progress: ycsb-mix (without snapshot long reads),
+    /// smallbank and the check workloads only.
     Bohm,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the
