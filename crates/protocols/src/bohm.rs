@@ -782,39 +782,28 @@ impl Planner {
         }
     }
 
-    /// The chain of `key` (hashed to `h`) of table `t`, if it has one:
-    /// from this thread's map, or found in the index and mapped.
-    fn find<'s>(
+    /// The chain of `key` (hashed to `h`) of table `t`: from this
+    /// thread's map, or found in the index (made there if `make` and the
+    /// key has none) and mapped. `None`: no chain (and not `make`), or an
+    /// unknown table.
+    fn chain<'s>(
         &mut self,
         s: &'s Shared,
-        h: u64,
-        t: TableId,
-        key: &[u8],
+        (h, t, key): (u64, TableId, &[u8]),
+        make: bool,
         g: &crossbeam_epoch::Guard,
     ) -> Option<&'s Chain> {
         if let Some(c) = self.map.get(h, t, key) {
             // SAFETY: chains live as long as the database.
             return Some(unsafe { &*c });
         }
-        let c = s.tables.get(t).ok()?.get(key, &Pin(g)).value? as *const Chain;
-        self.map.insert(h, c);
-        // SAFETY: as above.
-        Some(unsafe { &*c })
-    }
-
-    /// As [`Planner::find`], making the chain if the key has none.
-    fn chain<'s>(
-        &mut self,
-        s: &'s Shared,
-        h: u64,
-        t: TableId,
-        key: &[u8],
-        g: &crossbeam_epoch::Guard,
-    ) -> Option<&'s Chain> {
-        if let Some(c) = self.find(s, h, t, key, g) {
-            return Some(c);
-        }
-        let c = chain(s, t, key, g)?;
+        let found = s.tables.get(t).ok()?.get(key, &Pin(g)).value;
+        let c: &Chain = match found {
+            // SAFETY: as above.
+            Some(c) => unsafe { &*(c as *const Chain) },
+            None if make => chain(s, t, key, g)?,
+            None => return None,
+        };
         self.map.insert(h, c);
         Some(c)
     }
@@ -887,11 +876,7 @@ impl Planner {
                 if !mine(h) {
                     continue;
                 }
-                let chain = if write {
-                    self.chain(s, h, t, key, &g)
-                } else {
-                    self.find(s, h, t, key, &g)
-                };
+                let chain = self.chain(s, (h, t, key), write, &g);
                 let Some(chain) = chain else {
                     // Absent (a read sees nothing), or an unknown table
                     // (the run fails there).
