@@ -60,8 +60,8 @@ use std::thread::JoinHandle;
 
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Body, Declared, Done, Engine, Error, Procedure, Stats, TableId, Tx, TxError,
-    TxRunner,
+    AbortReason, Body, Declared, Done, Engine, Error, Procedure, ReadOnly, Stats, TableId, Tx,
+    TxError, TxRunner,
 };
 use granary_index::{Insert, Tree};
 
@@ -395,6 +395,15 @@ struct Shared {
     next_batch: AtomicU64,
     /// Per execution thread: the last batch it finished (+1).
     finished: Box<[CachePadded<AtomicU64>]>,
+    /// Per execution thread: every timestamp below this one is complete
+    /// as far as it knows (raised before `finished`, and by closures run
+    /// alone): snapshot reads read below the minimum.
+    done_ts: Box<[CachePadded<AtomicU64>]>,
+    /// Per snapshot reader: the batch it holds garbage collection at
+    /// (`u64::MAX`: not reading). See [`Runner::snapshot_read`].
+    pins: Box<[CachePadded<AtomicU64>]>,
+    /// The pin slots no runner holds.
+    free_pins: Mutex<Vec<usize>>,
     stop: AtomicBool,
     /// The timestamp of the next procedure (or exclusive closure).
     next_ts: AtomicU64,
@@ -502,6 +511,11 @@ impl Bohm {
             batches: Mutex::new(VecDeque::new()),
             next_batch: AtomicU64::new(0),
             finished: (0..cfg.exec_threads).map(|_| Default::default()).collect(),
+            done_ts: (0..cfg.exec_threads).map(|_| Default::default()).collect(),
+            pins: (0..MAX_SNAPSHOT_READERS)
+                .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+                .collect(),
+            free_pins: Mutex::new((0..MAX_SNAPSHOT_READERS).rev().collect()),
             stop: AtomicBool::new(false),
             next_ts: AtomicU64::new(1),
             spare: Mutex::default(),
@@ -607,6 +621,20 @@ fn low_watermark(s: &Shared) -> u64 {
         .min()
         .unwrap_or(0)
 }
+
+/// The batch below which versions may be cut: §3.3.2's low watermark,
+/// held back by snapshot readers' pins.
+fn gc_watermark(s: &Shared) -> u64 {
+    let low = low_watermark(s);
+    s.pins
+        .iter()
+        .map(|p| p.load(Ordering::SeqCst))
+        .fold(low, u64::min)
+}
+
+/// The most runners that read snapshots at once without holding the
+/// pipeline (more fall back to running alone).
+const MAX_SNAPSHOT_READERS: usize = 256;
 
 /// Wait briefly for something to change (threads outnumber cores here).
 fn pause(spins: &mut u32) {
@@ -923,7 +951,7 @@ impl Planner {
     /// Cut the chains below versions written in batches every execution
     /// thread has finished: no one reads below them again (Condition 3).
     fn collect(&mut self, s: &Shared) {
-        let low = low_watermark(s);
+        let low = gc_watermark(s);
         while let Some(&(bn, v)) = self.superseded.front() {
             if bn >= low {
                 break;
@@ -1094,6 +1122,8 @@ impl Executor {
             }
         }
         self.hand_back();
+        let end = b.slots.last().map_or(0, |l| l.ts + 1);
+        s.done_ts[self.me].fetch_max(end, Ordering::SeqCst);
         s.finished[self.me].store(b.number + 1, Ordering::SeqCst);
         // The last execution thread through a batch drops it from the log
         // (once every thread is past it, no one needs its slots; readers
@@ -1622,6 +1652,12 @@ impl Engine for Bohm {
             outbox: Vec::new(),
             stats: Stats::default(),
             last_ts: 0,
+            pin: self
+                .shared
+                .free_pins
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop(),
         })
     }
 }
@@ -1637,6 +1673,21 @@ pub struct Runner {
     /// Procedures submitted and not yet handed to the sequencer (they go
     /// together: one lock per [`SEND_EVERY`], not per procedure).
     outbox: Vec<Input>,
+    /// This runner's slot in [`Shared::pins`], if it got one.
+    pin: Option<usize>,
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if let Some(p) = self.pin.take() {
+            self.s.pins[p].store(u64::MAX, Ordering::SeqCst);
+            self.s
+                .free_pins
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(p);
+        }
+    }
 }
 
 /// Procedures a client gathers before handing them to the sequencer (it
@@ -1698,6 +1749,11 @@ impl TxRunner for Runner {
             tx.commit();
         }
         drop(g);
+        // Everything up to this closure is complete: snapshots may read
+        // it (before the pipeline moves on).
+        for d in self.s.done_ts.iter() {
+            d.fetch_max(ts + 1, Ordering::SeqCst);
+        }
         let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
         *st = 2;
         cv.notify_all();
@@ -1787,12 +1843,149 @@ impl TxRunner for Runner {
         Ok(())
     }
 
+    /// Read-only `body` on a recent consistent snapshot, without the
+    /// pipeline: it sees every procedure timestamped below the point that
+    /// every execution thread has completed (a prefix of the log, so
+    /// serializable), and nothing after. It never waits for a procedure
+    /// and writes nothing but this runner's pin, which holds garbage
+    /// collection below that point while it reads. Reconnaissance
+    /// (bohm-vldb15 §3, Calvin's OLLP) reads here to predict write sets
+    /// that depend on reads.
+    fn snapshot_read<T>(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
+    ) -> Result<T, Error> {
+        let Some(pin) = self.pin else {
+            // Every pin is taken: run it alone (correct, slower).
+            loop {
+                if let Ok(v) = self.try_run(|tx| body(tx))? {
+                    return Ok(v);
+                }
+            }
+        };
+        let s = &*self.s;
+        let p = &s.pins[pin];
+        // Hold every cut while we learn where it may stop: a CC thread
+        // that read our pin before this store read `finished` before we
+        // do below, so its watermark is at most ours.
+        p.store(0, Ordering::SeqCst);
+        let low = low_watermark(s);
+        p.store(low, Ordering::SeqCst);
+        // Every execution thread raised its `done_ts` before it published
+        // a batch at least `low`: the bound is at least batch `low`'s
+        // first timestamp, so no version above the one we see at it is
+        // in a batch below `low`, and nothing we read is cut.
+        let bound = s
+            .done_ts
+            .iter()
+            .map(|d| d.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(0);
+        let g = crossbeam_epoch::pin();
+        let mut snap = Snapshot {
+            s,
+            g: &g,
+            bound,
+            batch: ScanBatch::default(),
+        };
+        let r = body(&mut snap);
+        drop(g);
+        p.store(u64::MAX, Ordering::SeqCst);
+        self.stats.commits += 1;
+        r.map_err(|e| match e {
+            TxError::Failed(e) => e,
+            // A snapshot never conflicts; only a body that makes one up
+            // gets here.
+            TxError::Conflict(last) => Error::RetriesExhausted { attempts: 1, last },
+        })
+    }
+
     fn last_commit_key(&self) -> u64 {
         self.last_ts
     }
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+}
+
+/// A snapshot read ([`Runner::snapshot_read`]): each key's newest
+/// version timestamped below `bound`, all of them produced.
+pub struct Snapshot<'a> {
+    s: &'a Shared,
+    g: &'a crossbeam_epoch::Guard,
+    bound: u64,
+    batch: ScanBatch,
+}
+
+impl Snapshot<'_> {
+    /// The value of `chain` at the snapshot.
+    fn visible<'v>(&self, chain: u64) -> Option<&'v [u8]> {
+        // SAFETY: chains live as long as the database.
+        let chain = unsafe { &*(chain as *const Chain) };
+        let mut v = chain.head.load(Ordering::Acquire);
+        // SAFETY: versions at or above the one visible at `bound` are not
+        // cut while our pin holds (see `snapshot_read`); the ones a closure
+        // unlinks are freed through the epoch we are pinned in.
+        while !v.is_null() && unsafe { (*v).begin } >= self.bound {
+            // SAFETY: as above.
+            v = unsafe { (*v).prev.load(Ordering::Acquire) };
+        }
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: as above.
+        let ver = unsafe { &*v };
+        debug_assert_eq!(ver.state.load(Ordering::Acquire), READY);
+        let d = ver.data.load(Ordering::Acquire);
+        // SAFETY: READY data is immutable while its version is alive.
+        (!d.is_null()).then(|| unsafe { (*d).value() }).flatten()
+    }
+}
+
+impl ReadOnly for Snapshot<'_> {
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        check_key(key)?;
+        let tree = self.s.tables.get(t)?;
+        Ok(tree
+            .get(key, &Pin(self.g))
+            .value
+            .and_then(|c| self.visible(c)))
+    }
+
+    fn read_range(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TxError> {
+        check_bounds(lo, hi)?;
+        let tree = self.s.tables.get(t)?;
+        if limit == 0 {
+            return Ok(());
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.start();
+        let mut n = 0;
+        'scan: loop {
+            let want = (limit - n).clamp(1, 64);
+            if !batch.next(tree, lo, hi, reverse, want, &Pin(self.g), |_, _| {}) {
+                break;
+            }
+            for (k, c) in batch.iter() {
+                if let Some(v) = self.visible(c) {
+                    n += 1;
+                    if !f(k, v) || n == limit {
+                        break 'scan;
+                    }
+                }
+            }
+        }
+        self.batch = batch;
+        Ok(())
     }
 }
 
@@ -1877,8 +2070,13 @@ impl Alone<'_> {
                     .head
                     .store((*v).prev.load(Ordering::Acquire), Ordering::Release);
                 (*v).prev.store(std::ptr::null_mut(), Ordering::Relaxed);
-                free_chain(v);
             }
+            // A snapshot reader may be passing over it: free it once no
+            // pinned thread can hold it.
+            let v = v as usize;
+            // SAFETY: unlinked above; reachable only by pinned readers.
+            self.g
+                .defer(move || unsafe { free_chain(v as *mut Version) });
         }
     }
 }
