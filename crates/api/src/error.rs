@@ -32,11 +32,16 @@ pub enum AbortReason {
     /// A transaction whose uncommitted version this one read (a commit
     /// dependency, Hekaton) aborted.
     CommitDependency,
+    /// The write set a procedure was planned with, predicted by
+    /// reconnaissance from a snapshot (bohm-vldb15 §3, Calvin's OLLP), no
+    /// longer matched what it read when it ran ([`Error::StalePlan`]): the
+    /// client predicts again and resubmits it.
+    StalePlan,
 }
 
 impl AbortReason {
     /// Every reason, in a fixed order (for counters and reports).
-    pub const ALL: [AbortReason; 7] = [
+    pub const ALL: [AbortReason; 8] = [
         AbortReason::ReadValidation,
         AbortReason::ReadLocked,
         AbortReason::NodeValidation,
@@ -44,6 +49,7 @@ impl AbortReason {
         AbortReason::LockConflict,
         AbortReason::WriteConflict,
         AbortReason::CommitDependency,
+        AbortReason::StalePlan,
     ];
 
     /// This reason's position in [`AbortReason::ALL`] (for counters
@@ -63,6 +69,7 @@ impl AbortReason {
             AbortReason::LockConflict => "lock_conflict",
             AbortReason::WriteConflict => "write_conflict",
             AbortReason::CommitDependency => "commit_dependency",
+            AbortReason::StalePlan => "stale_plan",
         }
     }
 }
@@ -147,6 +154,12 @@ pub enum Error {
     /// A procedure touched data outside what it declared, where the design
     /// relies on the declaration (Partitioned-Store's partitions).
     Undeclared(String),
+    /// A procedure found, when it ran, that what it read differs from
+    /// what its declared write set was predicted from (reconnaissance):
+    /// it wrote nothing. The workload predicts its write set again and
+    /// resubmits it (counted as [`AbortReason::StalePlan`]). The text says
+    /// what went stale.
+    StalePlan(&'static str),
 }
 
 impl Error {
@@ -206,6 +219,7 @@ impl fmt::Display for Error {
                 write!(f, "table name of {len} bytes exceeds the {max}-byte limit")
             }
             Error::Undeclared(m) => write!(f, "outside the declared sets: {m}"),
+            Error::StalePlan(m) => write!(f, "the predicted write set went stale: {m}"),
         }
     }
 }

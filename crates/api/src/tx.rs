@@ -384,6 +384,19 @@ pub trait TxRunner {
         false
     }
 
+    /// Whether the design must know every key a procedure writes before
+    /// it runs (BOHM plans placeholders from the write set, bohm-vldb15
+    /// §3.2). A workload whose write set depends on what it reads (TPC-C's
+    /// new-order order id) then predicts it by reconnaissance on a
+    /// [`snapshot_read`](TxRunner::snapshot_read), declares the
+    /// prediction, and has the body check it: a mismatch fails with
+    /// [`Error::StalePlan`](crate::Error::StalePlan) and the workload
+    /// predicts again. Designs that only lock or partition by the
+    /// declaration (false, the default) never pay for reconnaissance.
+    fn needs_write_sets(&self) -> bool {
+        false
+    }
+
     /// How many submitted procedures a client keeps in flight. 1 (the
     /// default): the design runs each procedure in place, on the client's
     /// thread, as [`try_run_declared`](TxRunner::try_run_declared) — every

@@ -52,8 +52,9 @@ pub enum Protocol {
     Si,
     /// BOHM: procedures planned in batches by CC threads, run by
     /// execution threads (--bohm-cc, --bohm-exec or --bohm-threads,
-    /// --bohm-batch); in progress: ycsb-mix (without snapshot long reads),
-    /// smallbank and the check workloads only.
+    /// --bohm-batch); runs ycsb-mix (without snapshot long reads),
+    /// smallbank, tpcc (write sets that depend on reads predicted by
+    /// reconnaissance) and the check workloads.
     Bohm,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the

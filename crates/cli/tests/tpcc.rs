@@ -73,3 +73,39 @@ fn loading_reaches_the_total_it_announces() {
     assert!(total > 0, "{line}");
     assert_eq!(done, total, "{line}");
 }
+
+/// Several runs on one database (`--runs`, several protocols) each insert
+/// history rows of their own: a later run's keys never collide with an
+/// earlier run's. BOHM runs TPC-C too, its write sets predicted by
+/// reconnaissance.
+#[test]
+fn runs_follow_each_other_on_each_protocol_bohm_included() {
+    let o = granary(&[
+        "bench",
+        "tpcc",
+        "--protocol",
+        "silo,bohm",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--runs",
+        "2",
+        "--seed",
+        "3",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let err = format!("{}{err}", String::from_utf8_lossy(&o.stdout));
+    for p in ["silo", "bohm"] {
+        for run in 0..2 {
+            let head = format!("tpcc run {run} protocol={p} ");
+            assert!(err.contains(&head), "no `{head}`: {err}");
+        }
+    }
+    assert!(!err.contains("violat"), "{err}");
+}

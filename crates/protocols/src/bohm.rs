@@ -1,8 +1,10 @@
 //! BOHM: serializable multiversion concurrency control planned in batches
 //! (Faleiro and Abadi, VLDB'15, §3). **In progress** (issue 20): the
-//! pipeline runs procedures (YCSB, SmallBank, the check workloads), scans
-//! included; the read-set annotation and reconnaissance for write sets
-//! that depend on reads (TPC-C) are not built yet.
+//! pipeline runs procedures (YCSB, SmallBank, TPC-C, the check
+//! workloads), scans included, with the read-set annotation; clients read
+//! snapshots at the completed prefix of the log without the pipeline,
+//! which is where reconnaissance predicts write sets that depend on
+//! reads.
 //!
 //! * **Sequencer** (§3.2.1): one thread takes submitted procedures in
 //!   arrival order; a procedure's position in that log is its timestamp.
@@ -329,6 +331,11 @@ struct Arg {
     v: AtomicPtr<Version>,
     /// A write (`v` is its placeholder), or a read (`v` is what it sees).
     write: bool,
+    /// A write of a key the procedure declared as a write earlier: `v` is
+    /// that earlier entry's placeholder, which the run writes and
+    /// publishes through the earlier entry (one placeholder per key and
+    /// procedure; set while planning, before execution starts).
+    alias: AtomicBool,
 }
 
 /// A procedure's place in a batch.
@@ -720,6 +727,7 @@ fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) -> Arc<
                 .map(|(_, _, write)| Arg {
                     v: AtomicPtr::default(),
                     write,
+                    alias: AtomicBool::new(false),
                 })
                 .collect();
             Slot {
@@ -924,6 +932,13 @@ impl Planner {
                         v = unsafe { (*v).prev.load(Ordering::Acquire) };
                     }
                     slot.inputs[e].v.store(v, Ordering::Release);
+                    continue;
+                }
+                // SAFETY: our partition's versions, alive.
+                if !old.is_null() && unsafe { (*old).begin } == slot.ts {
+                    // Declared twice: one placeholder serves both.
+                    slot.inputs[e].alias.store(true, Ordering::Relaxed);
+                    slot.inputs[e].v.store(old, Ordering::Release);
                     continue;
                 }
                 // §3.2.3: the placeholder, linked to the old version.
@@ -1280,8 +1295,8 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     let mut blocked = false;
     for (arg, m) in slot.inputs.iter().zip(made.iter_mut()) {
         let v = arg.v.load(Ordering::Acquire);
-        if !arg.write || v.is_null() || m.is_some() {
-            continue; // a read, written, or an unknown table
+        if !arg.write || v.is_null() || m.is_some() || arg.alias.load(Ordering::Relaxed) {
+            continue; // a read, written, an unknown table, or a duplicate
         }
         // SAFETY: our placeholder, alive until we complete.
         let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
@@ -1308,7 +1323,7 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     }
     for (arg, m) in slot.inputs.iter().zip(&made) {
         let v = arg.v.load(Ordering::Acquire);
-        if !arg.write || v.is_null() {
+        if !arg.write || v.is_null() || arg.alias.load(Ordering::Relaxed) {
             continue;
         }
         // SAFETY: our placeholder, alive until we complete.
@@ -1384,7 +1399,12 @@ impl Txn<'_> {
         let d = self.declared;
         let c = self.cursor;
         let found = match d.get(c) {
-            Some((dt, dk, w)) if dt == t && dk == key => Some((c, w)),
+            // (A duplicate write goes through the key's first entry.)
+            Some((dt, dk, w))
+                if dt == t && dk == key && !self.slot.inputs[c].alias.load(Ordering::Relaxed) =>
+            {
+                Some((c, w))
+            }
             _ => {
                 let mut read = None;
                 let mut write = None;
@@ -1507,11 +1527,11 @@ impl Txn<'_> {
         #[cfg(feature = "mutant")]
         let v = {
             let mut v = v;
-            // SAFETY: as in `visible_in`.
-            while self.s.cfg.mutant_skip_unready
-                && !v.is_null()
-                && unsafe { (*v).state.load(Ordering::Acquire) } != READY
-            {
+            let unready = |v: *mut Version| {
+                // SAFETY: as in `visible_in`.
+                !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } != READY
+            };
+            while self.s.cfg.mutant_skip_unready && unready(v) {
                 // SAFETY: as above.
                 v = unsafe { (*v).prev.load(Ordering::Acquire) };
             }
@@ -1773,6 +1793,10 @@ impl TxRunner for Runner {
     }
 
     fn uses_declared(&self) -> bool {
+        true
+    }
+
+    fn needs_write_sets(&self) -> bool {
         true
     }
 

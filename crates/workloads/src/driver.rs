@@ -310,6 +310,8 @@ pub struct Exec<'a, R: TxRunner> {
     breakdown: bool,
     /// The runner's [`TxRunner::uses_declared`], asked once.
     declares: bool,
+    /// The runner's [`TxRunner::needs_write_sets`], asked once.
+    predicts: bool,
     /// The runner's [`TxRunner::window`], asked once.
     window: usize,
     /// Procedures submitted to a pipelined design and not yet back.
@@ -325,6 +327,14 @@ impl<R: TxRunner> Exec<'_, R> {
     #[inline]
     pub fn uses_declared(&self) -> bool {
         self.declares
+    }
+
+    /// Whether the protocol needs every write declared before a procedure
+    /// runs ([`TxRunner::needs_write_sets`]): a workload whose write sets
+    /// depend on reads predicts them (reconnaissance) only then.
+    #[inline]
+    pub fn needs_write_sets(&self) -> bool {
+        self.predicts
     }
 
     /// Run `body` as a transaction of type `ty`, retrying conflicts until
@@ -427,6 +437,11 @@ impl<R: TxRunner> Exec<'_, R> {
                     self.tally.user_aborts[ty] += 1;
                     break None;
                 }
+                Err(e @ Error::StalePlan(_)) => {
+                    // Not retried here: the plan must be predicted again.
+                    self.tally.aborts[ty][AbortReason::StalePlan.index()] += 1;
+                    return Err(e);
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -464,23 +479,30 @@ impl<R: TxRunner> Exec<'_, R> {
         if self.window <= 1 {
             let ty = p.kind;
             let (declared, body) = p.parts();
-            let outcome = self.run_txn(ty, declared, |tx| body.run(tx))?;
+            let outcome = match self.run_txn(ty, declared, |tx| body.run(tx)) {
+                Err(e @ Error::StalePlan(_)) => Err(e),
+                r => Ok(r?),
+            };
             let commit_key = match outcome {
-                Some(_) => self.runner.last_commit_key(),
-                None => 0,
+                Ok(Some(_)) => self.runner.last_commit_key(),
+                _ => 0,
             };
             done.push(Done {
                 procedure: p,
-                outcome: Ok(outcome),
+                outcome,
                 commit_key,
             });
             return Ok(());
         }
-        self.tick += 1;
-        p.submitted = (self.tick >= self.latency_every).then(|| {
-            self.tick = 0;
-            Instant::now()
-        });
+        // A resubmitted procedure (its plan went stale) keeps its first
+        // submission time: its latency counts every attempt.
+        if p.submitted.is_none() {
+            self.tick += 1;
+            p.submitted = (self.tick >= self.latency_every).then(|| {
+                self.tick = 0;
+                Instant::now()
+            });
+        }
         self.runner.submit(p)?;
         self.in_flight += 1;
         let from = done.len();
@@ -510,6 +532,11 @@ impl<R: TxRunner> Exec<'_, R> {
             match &d.outcome {
                 Ok(Some(_)) => self.tally.commits[ty] += 1,
                 Ok(None) => self.tally.user_aborts[ty] += 1,
+                Err(Error::StalePlan(_)) => {
+                    // Handed back to the workload to predict again.
+                    self.tally.aborts[ty][AbortReason::StalePlan.index()] += 1;
+                    continue;
+                }
                 Err(_) => {
                     let failed = std::mem::replace(&mut d.outcome, Ok(None));
                     return failed.map(|_| ());
@@ -579,6 +606,7 @@ pub fn run<W: Workload, E: Engine>(
                     let mut runner = runner?;
                     let mut t = w.thread(id, cfg.threads, cfg.seed);
                     let declares = runner.uses_declared();
+                    let predicts = runner.needs_write_sets();
                     let window = runner.window();
                     let mut exec = Exec {
                         runner: &mut runner,
@@ -593,6 +621,7 @@ pub fn run<W: Workload, E: Engine>(
                         tick: 0,
                         breakdown: cfg.breakdown,
                         declares,
+                        predicts,
                         window,
                         in_flight: 0,
                     };

@@ -126,6 +126,10 @@ impl Tpcc {
             Ok(max)
         })?;
         self.history_base = base;
+        self.history_seqs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         let orders = self.cfg.orders();
         for wh in 1..=self.cfg.warehouses {
             for d in 1..=DISTRICTS {

@@ -21,9 +21,12 @@ mod load;
 mod txns;
 mod verify;
 
-use std::sync::atomic::AtomicU32;
+pub use txns::{TpccOutput, TpccTxn};
 
-use granary_api::{PartitionRule, Partitioning, TableId};
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::Arc;
+
+use granary_api::{Done, PartitionRule, Partitioning, Procedure, TableId};
 
 use crate::rng::Rng;
 use crate::ConfigError;
@@ -191,6 +194,10 @@ pub struct Tpcc {
     /// fresh load; past the highest one found when reopening a durable
     /// database, so new keys never collide with recovered ones).
     history_base: u64,
+    /// Per thread id, the last history sequence number used: a later run
+    /// on the same database (`--runs`, several protocols) continues it,
+    /// so its keys never collide with an earlier run's.
+    history_seqs: std::sync::Mutex<std::collections::HashMap<u16, Arc<AtomicU64>>>,
 }
 
 impl Tpcc {
@@ -220,6 +227,7 @@ impl Tpcc {
             tables: None,
             next_ids: (0..n).map(|_| AtomicU32::new(next)).collect(),
             history_base: 0,
+            history_seqs: Default::default(),
         })
     }
 
@@ -239,18 +247,28 @@ pub struct TpccThread {
     /// Home warehouse when bound.
     home: u32,
     id: u16,
-    history_seq: u64,
+    /// The last history sequence number this thread id used (shared with
+    /// later runs: see `Tpcc::history_seqs`).
+    history_seq: Arc<AtomicU64>,
     /// Delivery: per warehouse, per district, the oldest order id that
     /// may still have a NEW-ORDER row.
     delivery_hints: std::collections::HashMap<u32, [u32; DISTRICTS as usize]>,
-    buf: Vec<u8>,
     /// Scratch for new-order's items.
     items: Vec<(u32, u32, u8)>,
-    /// Scratch for the customer ids sharing a last name.
-    ids: Vec<u32>,
-    /// The running transaction's warehouses, for protocols that read
-    /// declarations.
-    declared: granary_api::Declared,
+    /// Finished procedures, kept for reuse.
+    #[allow(clippy::vec_box)] // boxes travel to the engine and back
+    spare: Vec<Box<Procedure<TpccTxn>>>,
+    /// Procedures the design handed back, not yet looked at.
+    done: Vec<Done<TpccTxn>>,
+    /// Procedures whose predicted write set went stale, to go again.
+    #[allow(clippy::vec_box)] // as `spare`
+    stale: Vec<Box<Procedure<TpccTxn>>>,
+    /// Reconnaissance (designs that need write sets): per (warehouse,
+    /// district), the order id after the last one this client predicted.
+    next_order: std::collections::HashMap<(u32, u8), u32>,
+    /// Reconnaissance: per warehouse and district, the order id after the
+    /// last one this client's deliveries were predicted to take.
+    next_delivery: std::collections::HashMap<u32, [u32; DISTRICTS as usize]>,
 }
 
 /// The constants C of NURand (clause 2.1.6): one set for the run; the
