@@ -754,7 +754,7 @@ fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>)>) -> Arc<
 }
 
 /// Batch `number`, once cut (`None` if stopping first).
-fn batch(s: &Shared, number: u64) -> Option<Arc<Batch>> {
+fn batch(s: &Shared, number: u64, idle: &mut impl FnMut()) -> Option<Arc<Batch>> {
     let mut spins = 0;
     loop {
         if s.next_batch.load(Ordering::SeqCst) > number {
@@ -769,6 +769,7 @@ fn batch(s: &Shared, number: u64) -> Option<Arc<Batch>> {
         if s.stop.load(Ordering::SeqCst) {
             return None;
         }
+        idle();
         pause(&mut spins);
     }
 }
@@ -1003,7 +1004,7 @@ impl Planner {
 fn cc_thread(s: &Shared, me: usize) {
     let mut p = Planner::new(me);
     let mut number = 0;
-    while let Some(b) = batch(s, number) {
+    while let Some(b) = batch(s, number, &mut || {}) {
         p.plan(s, &b);
         number += 1;
         p.collect(s);
@@ -1067,6 +1068,13 @@ struct Executor {
     buf: WriteBuf,
     /// Finished procedures by client, being handed back.
     out: Vec<(Arc<Client>, Vec<Finished>)>,
+    /// Procedures of this thread's share, from batches it has moved past,
+    /// that another thread was running when it got to them (a helper
+    /// took them, or a reader evaluates them): not waited for, but this
+    /// thread's `finished` stays below their batch until they complete.
+    pending: Vec<(Arc<Batch>, usize)>,
+    /// The batch after the last one run, and the timestamp after it.
+    through: (u64, u64),
 }
 
 impl Executor {
@@ -1075,12 +1083,15 @@ impl Executor {
             me,
             buf: WriteBuf::default(),
             out: Vec::new(),
+            pending: Vec::new(),
+            through: (0, 0),
         }
     }
 
-    /// Once `b` is planned, see this thread's share of it complete, then
-    /// publish that the thread is past it. False if stopping first.
-    fn run(&mut self, s: &Shared, b: &Batch) -> bool {
+    /// Once `b` is planned, run this thread's share of it, then publish
+    /// that the thread is past it (as far as its pending procedures let
+    /// it). False if stopping first.
+    fn run(&mut self, s: &Shared, b: &Arc<Batch>) -> bool {
         let n = s.cfg.exec_threads;
         let m = s.cfg.cc_threads;
         let mut spins = 0;
@@ -1088,6 +1099,7 @@ impl Executor {
             if s.stop.load(Ordering::SeqCst) {
                 return false;
             }
+            self.idle(s);
             pause(&mut spins);
         }
         // Our share: procedures me, me + n, ...; others may run them too.
@@ -1112,11 +1124,19 @@ impl Executor {
                 }
             }
         }
+        // Run again what was put back (an input was being produced
+        // elsewhere: soon done). What another thread is running — a
+        // helper may have taken a long reader — is not waited for: it
+        // goes pending.
         while !left.is_empty() {
             left.retain(|&i| {
                 let slot = &b.slots[i];
                 match slot.state.load(Ordering::Acquire) {
                     COMPLETE => false,
+                    EXECUTING => {
+                        self.pending.push((Arc::clone(b), i));
+                        false
+                    }
                     _ => {
                         let _ = execute(s, slot, &mut self.buf, 0);
                         slot.state.load(Ordering::Acquire) != COMPLETE
@@ -1136,10 +1156,8 @@ impl Executor {
                 let _ = execute(s, slot, &mut self.buf, 0);
             }
         }
-        self.hand_back();
-        let end = b.slots.last().map_or(0, |l| l.ts + 1);
-        s.done_ts[self.me].fetch_max(end, Ordering::SeqCst);
-        s.finished[self.me].store(b.number + 1, Ordering::SeqCst);
+        self.through = (b.number + 1, b.slots.last().map_or(0, |l| l.ts + 1));
+        self.settle(s);
         // The last execution thread through a batch drops it from the log
         // (once every thread is past it, no one needs its slots; readers
         // that loaded a pointer to one are pinned: retire it).
@@ -1150,6 +1168,39 @@ impl Executor {
             crossbeam_epoch::pin().defer(move || drop(old));
         }
         true
+    }
+
+    /// While waiting for the next batch: see to the pending procedures
+    /// (one a helper gave up is ours to run, and its client may be
+    /// waiting for it).
+    fn idle(&mut self, s: &Shared) {
+        if !self.pending.is_empty() {
+            self.settle(s);
+        }
+    }
+
+    /// Run the pending procedures put back, forget the completed ones,
+    /// hand back what this thread completed, and publish how far it is:
+    /// past every batch it has run, except those with a procedure of its
+    /// share still pending (Condition 3: their versions must stay), and
+    /// every timestamp below its oldest pending procedure complete.
+    fn settle(&mut self, s: &Shared) {
+        let buf = &mut self.buf;
+        self.pending.retain(|(b, i)| {
+            let slot = &b.slots[*i];
+            if slot.state.load(Ordering::Acquire) == UNPROCESSED {
+                let _ = execute(s, slot, buf, 0);
+            }
+            slot.state.load(Ordering::Acquire) != COMPLETE
+        });
+        self.hand_back();
+        let (mut finished, mut done) = self.through;
+        for (b, i) in &self.pending {
+            finished = finished.min(b.number);
+            done = done.min(b.slots[*i].ts);
+        }
+        s.done_ts[self.me].fetch_max(done, Ordering::SeqCst);
+        s.finished[self.me].fetch_max(finished, Ordering::SeqCst);
     }
 }
 
@@ -1171,7 +1222,7 @@ impl Executor {
 fn exec_thread(s: &Shared, me: usize) {
     let mut e = Executor::new(me);
     let mut number = 0;
-    while let Some(b) = batch(s, number) {
+    while let Some(b) = batch(s, number, &mut || e.idle(s)) {
         if !e.run(s, &b) {
             return;
         }
@@ -1185,7 +1236,7 @@ fn both_thread(s: &Shared, me: usize) {
     let mut p = Planner::new(me);
     let mut e = Executor::new(me);
     let mut number = 0;
-    while let Some(b) = batch(s, number) {
+    while let Some(b) = batch(s, number, &mut || e.idle(s)) {
         p.plan(s, &b);
         if !e.run(s, &b) {
             return;
