@@ -15,6 +15,8 @@
 //! * [`bohm`]: BOHM (in progress): procedures sequenced into batches,
 //!   planned by concurrency-control threads that own key partitions, and
 //!   run by execution threads against the versions planned for them.
+//! * [`deuteronomy`]: Deuteronomy's transaction component (not a protocol
+//!   yet: its pieces so far).
 //!
 //! A design here depends on `granary-api`, the index (`granary-index`,
 //! which maps keys to a `u64` that each design uses for its own record
@@ -36,6 +38,7 @@
 
 pub mod bohm;
 mod catalog;
+pub mod deuteronomy;
 mod limits;
 pub mod mvcc;
 pub mod partitioned;

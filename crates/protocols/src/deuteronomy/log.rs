@@ -1,0 +1,346 @@
+//! Deuteronomy §5.1: a recovery log buffer, reserved latch-free.
+//!
+//! One 64-bit word holds `USERS` (high 32 bits) and `OFFSET` (low 32
+//! bits). A reservation of `size` bytes is one atomic add of
+//! `2^32 + size`: it always succeeds, and the `OFFSET` it returns, minus
+//! nothing, is where its bytes start (§5.1: the sum returned, minus
+//! `SIZE`). A writer copies its bytes in and then subtracts `2^32`.
+//!
+//! The reservation whose bytes would cross the buffer's end seals it: it
+//! gets no space, and it alone must see the buffer written (§5.1: "the
+//! sole thread whose atomic-add operation returned an offset beyond buffer
+//! end, but whose begin offset was within the buffer extent"). Ours also
+//! counts a reservation that begins exactly at the end as the sealer
+//! (otherwise a buffer filled to the byte would have none). Reservations
+//! after it find the buffer full. Once sealed and with no users left, the
+//! buffer's bytes up to where the sealer began are final: ready to be
+//! written, and then kept as a version cache (§3.1).
+//!
+//! A buffer that must go out before it is full (group commit, a reader
+//! waiting for durability) is sealed early the same way: a reservation of
+//! more than the whole buffer.
+//!
+//! `OFFSET` keeps growing past the end as late reservations add to it; a
+//! late reservation is at most one buffer's size, and each thread makes
+//! at most one before it moves on, so with buffers of at most
+//! [`MAX_BUFFER`] bytes and fewer than 2^31 / `MAX_BUFFER` threads it
+//! cannot carry into `USERS`.
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
+#[cfg(not(loom))]
+use std::cell::UnsafeCell;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// One user in the `USERS` half of the word.
+const USER: u64 = 1 << 32;
+/// The `OFFSET` half.
+const OFFSET: u64 = USER - 1;
+
+/// The largest buffer (16 MiB).
+pub(crate) const MAX_BUFFER: u32 = 1 << 24;
+
+/// What a reservation got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reserved {
+    /// Bytes `start..start + size` are the caller's to fill, after which
+    /// it must call [`LogBuffer::release`].
+    Space(u32),
+    /// The reservation crossed the end and sealed the buffer: the caller
+    /// holds no space, and must see the buffer written once it is
+    /// [`LogBuffer::ready`]; its bytes go to the next buffer.
+    Sealer,
+    /// The buffer was already sealed: use the next one.
+    Full,
+}
+
+/// A recovery log buffer.
+pub(crate) struct LogBuffer {
+    /// `USERS << 32 | OFFSET`.
+    word: AtomicU64,
+    /// Where the sealer's reservation began: the end of the data. Stored
+    /// by the sealer before it gives up its user, so whoever sees the
+    /// buffer sealed with no users sees it.
+    sealed_at: AtomicU64,
+    capacity: u32,
+    bytes: Box<[UnsafeCell<u8>]>,
+}
+
+// SAFETY: a byte is written only by the one reservation that owns it,
+// before that reservation's release; it is read only after the buffer is
+// sealed and every user has released (the Acquire load of the word that
+// sees no users follows every release).
+unsafe impl Sync for LogBuffer {}
+
+impl LogBuffer {
+    /// An empty buffer of `capacity` bytes (1..=[`MAX_BUFFER`]).
+    pub fn new(capacity: u32) -> LogBuffer {
+        assert!(
+            (1..=MAX_BUFFER).contains(&capacity),
+            "log buffer of {capacity} bytes"
+        );
+        LogBuffer {
+            word: AtomicU64::new(0),
+            sealed_at: AtomicU64::new(0),
+            capacity,
+            bytes: (0..capacity).map(|_| UnsafeCell::new(0)).collect(),
+        }
+    }
+
+    /// Its size in bytes.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Reserve `size` bytes (1..=capacity): one atomic add (§5.1).
+    pub fn reserve(&self, size: u32) -> Reserved {
+        debug_assert!((1..=self.capacity).contains(&size));
+        let old = self
+            .word
+            .fetch_add(USER + u64::from(size), Ordering::AcqRel);
+        let start = old & OFFSET;
+        if start + u64::from(size) <= u64::from(self.capacity) {
+            return Reserved::Space(start as u32);
+        }
+        let sealer = start <= u64::from(self.capacity);
+        if sealer {
+            self.sealed_at.store(start, Ordering::Relaxed);
+        }
+        // No space: we are not a user after all.
+        self.word.fetch_sub(USER, Ordering::Release);
+        match sealer {
+            true => Reserved::Sealer,
+            false => Reserved::Full,
+        }
+    }
+
+    /// Seal the buffer now, if no one has (a reservation of more than all
+    /// of it). True if this call sealed it: the caller must then see it
+    /// written, as a [`Reserved::Sealer`].
+    pub fn seal(&self) -> bool {
+        let old = self
+            .word
+            .fetch_add(USER + u64::from(self.capacity) + 1, Ordering::AcqRel);
+        let start = old & OFFSET;
+        let sealer = start <= u64::from(self.capacity);
+        if sealer {
+            self.sealed_at.store(start, Ordering::Relaxed);
+        }
+        self.word.fetch_sub(USER, Ordering::Release);
+        sealer
+    }
+
+    /// Copy `data` to `start` in a reservation of ours.
+    ///
+    /// # Safety
+    /// `start..start + data.len()` lies within a [`Reserved::Space`] this
+    /// caller got and has not released.
+    pub unsafe fn write(&self, start: u32, data: &[u8]) {
+        let at = &self.bytes[start as usize..start as usize + data.len()];
+        #[cfg(not(loom))]
+        // SAFETY: the caller owns these bytes (contiguous cells).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), at[0].get(), data.len());
+        }
+        #[cfg(loom)]
+        for (cell, &b) in at.iter().zip(data) {
+            // SAFETY: as above.
+            cell.with_mut(|p| unsafe { *p = b });
+        }
+    }
+
+    /// Done filling a reservation (§5.1: subtract `2^32`).
+    pub fn release(&self) {
+        self.word.fetch_sub(USER, Ordering::Release);
+    }
+
+    /// If the buffer is sealed and no one is still filling it: how many
+    /// of its bytes hold data (everything before the sealer's start).
+    pub fn ready(&self) -> Option<u32> {
+        let w = self.word.load(Ordering::Acquire);
+        let sealed = w & OFFSET > u64::from(self.capacity);
+        (w >> 32 == 0 && sealed).then(|| self.sealed_at.load(Ordering::Relaxed) as u32)
+    }
+
+    /// Bytes `0..len` of a buffer that is [`ready`](LogBuffer::ready).
+    ///
+    /// # Safety
+    /// The buffer is ready and `len` is at most what `ready` returned.
+    pub unsafe fn read(&self, len: u32) -> Vec<u8> {
+        let at = &self.bytes[..len as usize];
+        #[cfg(not(loom))]
+        // SAFETY: final bytes (the caller's contract), contiguous cells.
+        return unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) }.to_vec();
+        #[cfg(loom)]
+        // SAFETY: as above.
+        at.iter().map(|c| c.with(|p| unsafe { *p })).collect()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_tile_the_buffer_and_one_seals_it() {
+        let b = LogBuffer::new(10);
+        assert_eq!(b.reserve(4), Reserved::Space(0));
+        assert_eq!(b.reserve(6), Reserved::Space(4));
+        assert_eq!(b.ready(), None, "full but not sealed");
+        // Begins exactly at the end: it seals.
+        assert_eq!(b.reserve(1), Reserved::Sealer);
+        assert_eq!(b.reserve(3), Reserved::Full);
+        assert_eq!(b.ready(), None, "two users still filling");
+        // SAFETY: our reservations.
+        unsafe {
+            b.write(0, b"abcd");
+            b.write(4, b"efghij");
+        }
+        b.release();
+        assert_eq!(b.ready(), None);
+        b.release();
+        assert_eq!(b.ready(), Some(10));
+        // SAFETY: ready, 10 bytes.
+        assert_eq!(unsafe { b.read(10) }, b"abcdefghij");
+        assert!(!b.seal(), "already sealed");
+    }
+
+    #[test]
+    fn a_straddling_reservation_seals_and_gets_nothing() {
+        let b = LogBuffer::new(10);
+        assert_eq!(b.reserve(7), Reserved::Space(0));
+        assert_eq!(b.reserve(7), Reserved::Sealer);
+        assert_eq!(b.reserve(1), Reserved::Full);
+        b.release();
+        assert_eq!(b.ready(), Some(7));
+    }
+
+    #[test]
+    fn sealing_early_keeps_what_was_written() {
+        let b = LogBuffer::new(100);
+        assert_eq!(b.reserve(3), Reserved::Space(0));
+        // SAFETY: ours.
+        unsafe { b.write(0, b"xyz") };
+        b.release();
+        assert_eq!(b.ready(), None);
+        assert!(b.seal());
+        assert!(!b.seal());
+        assert_eq!(b.reserve(1), Reserved::Full);
+        assert_eq!(b.ready(), Some(3));
+        // SAFETY: ready, 3 bytes.
+        assert_eq!(unsafe { b.read(3) }, b"xyz");
+        let empty = LogBuffer::new(8);
+        assert!(empty.seal());
+        assert_eq!(empty.ready(), Some(0));
+    }
+
+    /// Threads hammer one buffer after another: every reservation is
+    /// disjoint from the others, exactly one thread seals each buffer,
+    /// and the bytes read once it is ready are exactly what the holders
+    /// wrote.
+    #[test]
+    fn threads_fill_buffers_without_overlap() {
+        for _ in 0..50 {
+            let b = LogBuffer::new(4096);
+            let sealers = std::sync::atomic::AtomicU32::new(0);
+            let spans = std::sync::Mutex::new(Vec::new());
+            std::thread::scope(|s| {
+                for t in 0..4u8 {
+                    let (b, sealers, spans) = (&b, &sealers, &spans);
+                    s.spawn(move || loop {
+                        let size = 1 + u32::from(t) * 7;
+                        match b.reserve(size) {
+                            Reserved::Space(at) => {
+                                // SAFETY: ours until released.
+                                unsafe { b.write(at, &vec![t + 1; size as usize]) };
+                                b.release();
+                                spans.lock().unwrap().push((at, size, t + 1));
+                            }
+                            Reserved::Sealer => {
+                                sealers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                return;
+                            }
+                            Reserved::Full => return,
+                        }
+                    });
+                }
+            });
+            assert_eq!(sealers.into_inner(), 1);
+            let len = b.ready().expect("sealed, no users");
+            // SAFETY: ready.
+            let bytes = unsafe { b.read(len) };
+            let mut spans = spans.into_inner().unwrap();
+            spans.sort_unstable();
+            let mut next = 0;
+            for (at, size, t) in spans {
+                assert_eq!(at, next, "reservations tile the buffer");
+                assert!(bytes[at as usize..(at + size) as usize]
+                    .iter()
+                    .all(|&x| x == t));
+                next = at + size;
+            }
+            assert_eq!(next, len);
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Two writers and a thread that seals early: whichever of the three
+    /// seals the buffer waits until it is ready and reads it, while the
+    /// others may still be writing — so the bytes it reads are ordered
+    /// after every write only by the word (loom checks the byte cells for
+    /// races). Exactly one seals; each writer's bytes are in the buffer in
+    /// full at a disjoint place, or it got no space.
+    #[test]
+    fn loom_reserve_write_seal() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let buf = Arc::new(LogBuffer::new(4));
+            // What the sealer read, if this thread sealed.
+            fn flush(buf: &LogBuffer) -> Vec<u8> {
+                loop {
+                    if let Some(len) = buf.ready() {
+                        // SAFETY: ready.
+                        return unsafe { buf.read(len) };
+                    }
+                    loom::thread::yield_now();
+                }
+            }
+            let writers: Vec<_> = (1..=2u8)
+                .map(|t| {
+                    let buf = Arc::clone(&buf);
+                    loom::thread::spawn(move || match buf.reserve(2) {
+                        Reserved::Space(at) => {
+                            // SAFETY: ours until released.
+                            unsafe { buf.write(at, &[t, t]) };
+                            buf.release();
+                            (Some(at), None)
+                        }
+                        Reserved::Sealer => (None, Some(flush(&buf))),
+                        Reserved::Full => (None, None),
+                    })
+                })
+                .collect();
+            let early = buf.seal().then(|| flush(&buf));
+            let results: Vec<_> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+            let mut flushed: Vec<Vec<u8>> = results.iter().filter_map(|r| r.1.clone()).collect();
+            flushed.extend(early);
+            assert_eq!(flushed.len(), 1, "one sealer: {results:?}");
+            let bytes = &flushed[0];
+            let mut placed: Vec<u32> = results.iter().filter_map(|r| r.0).collect();
+            placed.sort_unstable();
+            assert_eq!(bytes.len(), placed.len() * 2, "{results:?}");
+            for (i, at) in placed.iter().enumerate() {
+                assert_eq!(*at as usize, 2 * i);
+                let pair = &bytes[2 * i..2 * i + 2];
+                assert!(pair[0] == pair[1] && pair[0] != 0, "{bytes:?}");
+            }
+        });
+    }
+}

@@ -1,0 +1,12 @@
+//! Deuteronomy (Levandoski, Lomet, Sengupta, Stutsman, Wang; CIDR'15): a
+//! transaction component (TC) over pluggable data components. **Not a
+//! protocol yet** (issue 21): this module holds the pieces built so far,
+//! each tested on its own, and nothing selects it from the CLI.
+//!
+//! * [`log`]: §5.1's recovery log buffers, reserved latch-free with one
+//!   atomic add on an `OFFSET | USERS` word, sealed by the reservation
+//!   that crosses the end.
+
+// Built and tested ahead of the TC that will use it (issue 21).
+#[allow(dead_code)]
+pub(crate) mod log;
