@@ -6,7 +6,13 @@
 //! * [`log`]: §5.1's recovery log buffers, reserved latch-free with one
 //!   atomic add on an `OFFSET | USERS` word, sealed by the reservation
 //!   that crosses the end.
+//! * [`record`]: §2.1–2.2's timestamp-order MVCC on one record item (its
+//!   read timestamp and version list).
 
 // Built and tested ahead of the TC that will use it (issue 21).
 #[allow(dead_code)]
 pub(crate) mod log;
+
+// As `log`.
+#[allow(dead_code)]
+pub(crate) mod record;
