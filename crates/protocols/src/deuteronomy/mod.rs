@@ -8,6 +8,8 @@
 //!   that crosses the end.
 //! * [`record`]: §2.1–2.2's timestamp-order MVCC on one record item (its
 //!   read timestamp and version list).
+//! * [`table`]: §2.2's latch-free MVCC hash table of record items
+//!   (prepend by CAS; removal marks, then unlinks).
 
 // Built and tested ahead of the TC that will use it (issue 21).
 #[allow(dead_code)]
@@ -16,3 +18,7 @@ pub(crate) mod log;
 // As `log`.
 #[allow(dead_code)]
 pub(crate) mod record;
+
+// As `log`.
+#[allow(dead_code)]
+pub(crate) mod table;
