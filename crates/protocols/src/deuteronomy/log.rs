@@ -163,18 +163,29 @@ impl LogBuffer {
         (w >> 32 == 0 && sealed).then(|| self.sealed_at.load(Ordering::Relaxed) as u32)
     }
 
-    /// Bytes `0..len` of a buffer that is [`ready`](LogBuffer::ready).
+    /// Bytes `start..start + len`, written by a reservation that has
+    /// been released.
     ///
     /// # Safety
-    /// The buffer is ready and `len` is at most what `ready` returned.
-    pub unsafe fn read(&self, len: u32) -> Vec<u8> {
-        let at = &self.bytes[..len as usize];
+    /// Their writer's release happened before this call, and the range is
+    /// within what it wrote.
+    pub unsafe fn read_at(&self, start: u32, len: u32) -> Vec<u8> {
+        let at = &self.bytes[start as usize..(start + len) as usize];
         #[cfg(not(loom))]
         // SAFETY: final bytes (the caller's contract), contiguous cells.
         return unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) }.to_vec();
         #[cfg(loom)]
         // SAFETY: as above.
         at.iter().map(|c| c.with(|p| unsafe { *p })).collect()
+    }
+
+    /// Bytes `0..len` of a buffer that is [`ready`](LogBuffer::ready).
+    ///
+    /// # Safety
+    /// The buffer is ready and `len` is at most what `ready` returned.
+    pub unsafe fn read(&self, len: u32) -> Vec<u8> {
+        // SAFETY: the caller's contract: every byte before `len` is final.
+        unsafe { self.read_at(0, len) }
     }
 }
 
@@ -342,5 +353,216 @@ mod loom_tests {
                 assert!(pair[0] == pair[1] && pair[0] != 0, "{bytes:?}");
             }
         });
+    }
+}
+
+/// A log sequence number: the buffer's sequence number in the high 32
+/// bits, the byte offset in it in the low 32.
+pub(crate) type Lsn = u64;
+
+/// The most buffers a [`Log`] holds before the TC Proxy recycles them
+/// (not built yet: until then the log only grows, up to this).
+const MAX_BUFFERS: usize = 1 << 16;
+
+/// The recovery log: buffers in sequence, the active one filled by
+/// [`Log::append`]. The sealer of each buffer (or a thread that found it
+/// full, §5.1's lock-free discipline) installs the next one and makes it
+/// active; sealed buffers queue for the flusher in sequence order.
+pub(crate) struct Log {
+    buffers: Box<[AtomicPtrCell]>,
+    /// The sequence number of the buffer being filled.
+    active: AtomicU64,
+    capacity: u32,
+}
+
+#[cfg(loom)]
+type AtomicPtrCell = loom::sync::atomic::AtomicPtr<LogBuffer>;
+#[cfg(not(loom))]
+type AtomicPtrCell = std::sync::atomic::AtomicPtr<LogBuffer>;
+
+impl Log {
+    /// A log of buffers of `capacity` bytes, the first one active.
+    pub fn new(capacity: u32) -> Log {
+        let buffers: Box<[AtomicPtrCell]> =
+            (0..MAX_BUFFERS).map(|_| AtomicPtrCell::default()).collect();
+        buffers[0].store(
+            Box::into_raw(Box::new(LogBuffer::new(capacity))),
+            Ordering::Release,
+        );
+        Log {
+            buffers,
+            active: AtomicU64::new(0),
+            capacity,
+        }
+    }
+
+    /// Buffer `seq`, once installed.
+    pub fn buffer(&self, seq: u64) -> Option<&LogBuffer> {
+        let p = self.buffers.get(seq as usize)?.load(Ordering::Acquire);
+        // SAFETY: installed buffers live as long as the log.
+        unsafe { p.as_ref() }
+    }
+
+    /// The sequence number of the buffer being filled.
+    pub fn active(&self) -> u64 {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Append `data` (at most one buffer): where it went. `sealed` hears
+    /// the sequence number of each buffer this call sealed (the caller
+    /// must see it flushed); a call may seal more than one, if others
+    /// fill the next buffer while it tries again.
+    ///
+    /// # Panics
+    /// If `data` is larger than a buffer, or the log is full (the TC
+    /// Proxy that recycles buffers is not built yet).
+    pub fn append(&self, data: &[u8], sealed: &mut impl FnMut(u64)) -> Lsn {
+        let len = u32::try_from(data.len()).expect("record fits a buffer");
+        assert!(
+            len >= 1 && len <= self.capacity,
+            "log record of {len} bytes"
+        );
+        loop {
+            let seq = self.active.load(Ordering::Acquire);
+            let buf = self.buffer(seq).expect("the active buffer is installed");
+            match buf.reserve(len) {
+                Reserved::Space(at) => {
+                    // SAFETY: our reservation.
+                    unsafe { buf.write(at, data) };
+                    buf.release();
+                    return (seq << 32) | u64::from(at);
+                }
+                Reserved::Sealer => {
+                    sealed(seq);
+                    self.advance(seq);
+                }
+                Reserved::Full => self.advance(seq),
+            }
+        }
+    }
+
+    /// Seal the active buffer now (group commit): its sequence number if
+    /// this call sealed it.
+    pub fn seal_active(&self) -> Option<u64> {
+        let seq = self.active.load(Ordering::Acquire);
+        let sealed = self.buffer(seq)?.seal();
+        self.advance(seq);
+        sealed.then_some(seq)
+    }
+
+    /// Make buffer `seq + 1` active (if `seq` still is), installing it if
+    /// no one has.
+    fn advance(&self, seq: u64) {
+        let next = seq as usize + 1;
+        let slot = self
+            .buffers
+            .get(next)
+            .expect("the log is full: no TC Proxy recycles it yet");
+        if slot.load(Ordering::Acquire).is_null() {
+            let fresh = Box::into_raw(Box::new(LogBuffer::new(self.capacity)));
+            if slot
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    fresh,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            {
+                // SAFETY: never published.
+                drop(unsafe { Box::from_raw(fresh) });
+            }
+        }
+        let _ = self
+            .active
+            .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The `len` bytes at `lsn`.
+    ///
+    /// # Safety
+    /// They were appended (their `append` happened before this call).
+    pub unsafe fn read(&self, lsn: Lsn, len: u32) -> Vec<u8> {
+        let buf = self.buffer(lsn >> 32).expect("an appended record's buffer");
+        // SAFETY: written and released before (the caller's contract);
+        // no one writes them again.
+        unsafe { buf.read_at(lsn as u32, len) }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        for b in self.buffers.iter() {
+            let p = b.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: the log is going; its buffers are its own.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod log_tests {
+    use super::*;
+
+    /// Threads append records of many sizes: every record reads back
+    /// intact at its LSN, LSNs never overlap, every buffer but the active
+    /// one is sealed exactly once, and each sealed buffer becomes ready
+    /// with its records in it.
+    #[test]
+    fn appends_read_back_and_each_buffer_is_sealed_once() {
+        let log = Log::new(256);
+        let out = std::sync::Mutex::new((Vec::new(), Vec::new()));
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (log, out) = (&log, &out);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    let mut sealed = Vec::new();
+                    for n in 0..2_000u64 {
+                        let len = 1 + ((n * 31 + t * 7) % 40) as usize;
+                        let rec: Vec<u8> =
+                            (0..len).map(|i| (t * 50 + n + i as u64) as u8).collect();
+                        let lsn = log.append(&rec, &mut |s| sealed.push(s));
+                        mine.push((lsn, rec));
+                    }
+                    let mut o = out.lock().unwrap();
+                    o.0.extend(mine);
+                    o.1.extend(sealed);
+                });
+            }
+        });
+        let (mut recs, mut sealed) = out.into_inner().unwrap();
+        recs.sort_unstable_by_key(|r| r.0);
+        for w in recs.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            if a.0 >> 32 == b.0 >> 32 {
+                assert!(a.0 + a.1.len() as u64 <= b.0, "records overlap");
+            }
+        }
+        for (lsn, rec) in &recs {
+            // SAFETY: appended above.
+            assert_eq!(&unsafe { log.read(*lsn, rec.len() as u32) }, rec);
+        }
+        sealed.sort_unstable();
+        let active = log.active();
+        assert_eq!(
+            sealed,
+            (0..active).collect::<Vec<_>>(),
+            "each buffer sealed once"
+        );
+        for seq in 0..active {
+            let len = log.buffer(seq).unwrap().ready().expect("sealed, no users");
+            let end = recs
+                .iter()
+                .filter(|r| r.0 >> 32 == seq)
+                .map(|r| (r.0 as u32) + r.1.len() as u32)
+                .max()
+                .unwrap_or(0);
+            assert_eq!(len, end, "buffer {seq} holds exactly its records");
+        }
+        assert_eq!(log.seal_active(), Some(active));
+        assert_eq!(log.active(), active + 1);
     }
 }

@@ -175,11 +175,8 @@ mod loom_tests {
             a.join().unwrap();
             let b_wrote = b.join().unwrap();
             // SAFETY: every other thread has finished.
-            assert_eq!(
-                l.1.with(|p| unsafe { *p }),
-                1 + b_wrote,
-                "an update was lost"
-            );
+            let end = l.1.with(|p| unsafe { *p });
+            assert_eq!(end, 1 + b_wrote, "an update was lost");
         });
     }
 
