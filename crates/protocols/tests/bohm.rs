@@ -132,6 +132,29 @@ fn balance(v: Option<&[u8]>) -> u64 {
 }
 
 impl Transfer {
+    /// A declared transfer of 1–10 between two different accounts of
+    /// `0..accounts`, drawn from `rng` (xorshift).
+    fn random(t: TableId, rng: &mut u64, accounts: u64) -> Box<Procedure<Transfer>> {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        let from = *rng % accounts;
+        let to = (from + 1 + (*rng >> 20) % (accounts - 1)) % accounts;
+        let mut p = Procedure::new(
+            0,
+            Transfer {
+                t,
+                from,
+                to,
+                amount: 1 + (*rng >> 40) % 10,
+            },
+        );
+        p.declared.write(t, &from.to_be_bytes());
+        p.declared.write(t, &to.to_be_bytes());
+        p.planned = true;
+        p
+    }
+
     /// Adds one to `counter` (a transfer of nothing onto itself).
     fn count(t: TableId, counter: u64) -> Transfer {
         Transfer {
@@ -236,23 +259,7 @@ fn long_readers_never_block_or_abort_writers() {
             let mut in_flight = 0;
             let mut times = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let from = rng % ACCOUNTS;
-                let to = (from + 1 + (rng >> 20) % (ACCOUNTS - 1)) % ACCOUNTS;
-                let mut p = Procedure::new(
-                    0,
-                    Transfer {
-                        t,
-                        from,
-                        to,
-                        amount: 1 + (rng >> 40) % 10,
-                    },
-                );
-                p.declared.write(t, &from.to_be_bytes());
-                p.declared.write(t, &to.to_be_bytes());
-                p.planned = true;
+                let mut p = Transfer::random(t, &mut rng, ACCOUNTS);
                 p.submitted = Some(Instant::now());
                 w.submit(p).unwrap();
                 in_flight += 1;
@@ -355,24 +362,7 @@ fn snapshot_reads_see_a_consistent_growing_prefix() {
                 let mut done: Vec<Done<Transfer>> = Vec::new();
                 let mut in_flight = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let from = rng % ACCOUNTS;
-                    let to = (from + 1 + (rng >> 20) % (ACCOUNTS - 1)) % ACCOUNTS;
-                    let mut p = Procedure::new(
-                        0,
-                        Transfer {
-                            t,
-                            from,
-                            to,
-                            amount: 1 + (rng >> 40) % 10,
-                        },
-                    );
-                    p.declared.write(t, &from.to_be_bytes());
-                    p.declared.write(t, &to.to_be_bytes());
-                    p.planned = true;
-                    w.submit(p).unwrap();
+                    w.submit(Transfer::random(t, &mut rng, ACCOUNTS)).unwrap();
                     let mut c = Procedure::new(0, Transfer::count(t, COUNTER));
                     c.declared.write(t, &COUNTER.to_be_bytes());
                     c.planned = true;

@@ -3,12 +3,12 @@
 //! protocol yet** (issue 21): this module holds the pieces built so far,
 //! each tested on its own, and nothing selects it from the CLI.
 //!
-//! * [`log`]: §5.1's recovery log buffers, reserved latch-free with one
+//! * `log`: §5.1's recovery log buffers, reserved latch-free with one
 //!   atomic add on an `OFFSET | USERS` word, sealed by the reservation
 //!   that crosses the end.
-//! * [`record`]: §2.1–2.2's timestamp-order MVCC on one record item (its
+//! * `record`: §2.1–2.2's timestamp-order MVCC on one record item (its
 //!   read timestamp and version list).
-//! * [`table`]: §2.2's latch-free MVCC hash table of record items
+//! * `table`: §2.2's latch-free MVCC hash table of record items
 //!   (prepend by CAS; removal marks, then unlinks).
 
 // Built and tested ahead of the TC that will use it (issue 21).
