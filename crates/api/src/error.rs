@@ -160,6 +160,9 @@ pub enum Error {
     /// resubmits it (counted as [`AbortReason::StalePlan`]). The text says
     /// what went stale.
     StalePlan(&'static str),
+    /// The design does not offer this operation (yet); the text says
+    /// what and why.
+    Unsupported(&'static str),
 }
 
 impl Error {
@@ -220,6 +223,7 @@ impl fmt::Display for Error {
             }
             Error::Undeclared(m) => write!(f, "outside the declared sets: {m}"),
             Error::StalePlan(m) => write!(f, "the predicted write set went stale: {m}"),
+            Error::Unsupported(m) => write!(f, "not supported: {m}"),
         }
     }
 }

@@ -478,6 +478,25 @@ impl Log {
             .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire);
     }
 
+    /// The `len` bytes at `lsn`, in place (buffers live as long as the
+    /// log: none is recycled yet).
+    ///
+    /// # Safety
+    /// They were appended (their `append` happened before this call).
+    pub unsafe fn slice(&self, lsn: Lsn, len: u32) -> &[u8] {
+        let buf = self.buffer(lsn >> 32).expect("an appended record's buffer");
+        let at = &buf.bytes[lsn as u32 as usize..(lsn as u32 + len) as usize];
+        #[cfg(not(loom))]
+        // SAFETY: written and released before (the caller's contract), and
+        // never written again; contiguous cells.
+        return unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) };
+        #[cfg(loom)]
+        {
+            let _ = at;
+            unimplemented!("in-place reads are not modelled under loom")
+        }
+    }
+
     /// The `len` bytes at `lsn`.
     ///
     /// # Safety

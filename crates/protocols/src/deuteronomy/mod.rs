@@ -10,6 +10,9 @@
 //!   read timestamp and version list).
 //! * `table`: §2.2's latch-free MVCC hash table of record items
 //!   (prepend by CAS; removal marks, then unlinks).
+//! * [`tc`]: the transaction component joining them: timestamp-order
+//!   transactions whose versions are their redo records in the log
+//!   (point operations, in memory; see its notes).
 
 // Built and tested ahead of the TC that will use it (issue 21).
 #[allow(dead_code)]
@@ -22,3 +25,5 @@ pub(crate) mod record;
 // As `log`.
 #[allow(dead_code)]
 pub(crate) mod table;
+
+pub mod tc;

@@ -1,0 +1,295 @@
+//! The transaction component (§2): transactions in timestamp order over
+//! the MVCC hash table, their versions written straight into the recovery
+//! log's buffers (§3.1: the redo record is the version).
+//!
+//! **In progress** (issue 21): point reads and writes only (a scan fails
+//! with [`Error::Unsupported`]); the log lives in memory and is never
+//! written out, recycled or trimmed (no TC Proxy, no data component, no
+//! garbage collection yet), so commits are acknowledged as soon as their
+//! commit record is in a buffer and the log grows with every write.
+//!
+//! A log record is `kind (1) | ts (8) | table (4) | key length (4) |
+//! value length (4, u32::MAX for a deletion) | key | value` for a version,
+//! `kind (1) | ts (8)` for a commit. A version item's payload is its
+//! record's LSN.
+
+use std::ops::Bound;
+use std::sync::atomic::AtomicU64 as StdAtomicU64;
+use std::sync::Arc;
+
+use granary_api::{AbortReason, Engine, Error, Stats, TableId, Tx, TxError, TxRunner};
+
+use super::log::{Log, Lsn};
+use super::record::{Seen, Version, ABORTED, COMMITTED};
+use super::table::{Item, MvccTable, Retire};
+use crate::catalog::Catalog;
+use crate::limits::{check_key, check_value};
+use crate::sync::{backoff, Ordering};
+
+/// Record kinds.
+const VERSION: u8 = 1;
+const COMMIT: u8 = 2;
+/// A version record's header: kind, ts, table, key length, value length.
+const HEADER: usize = 1 + 8 + 4 + 4 + 4;
+/// The value length of a deletion.
+const DELETED: u32 = u32::MAX;
+
+/// Log buffers of 4 MiB: a record (1 MiB value, 1 KiB key at most) fits.
+const BUFFER: u32 = 4 << 20;
+
+struct Shared {
+    tables: Catalog<()>,
+    mvcc: MvccTable,
+    log: Log,
+    /// The next transaction's timestamp (its id).
+    next_ts: StdAtomicU64,
+}
+
+/// A Deuteronomy TC, in memory (see the module's notes).
+pub struct Tc {
+    s: Arc<Shared>,
+}
+
+impl Default for Tc {
+    fn default() -> Tc {
+        Tc::new()
+    }
+}
+
+impl Tc {
+    /// An empty TC.
+    pub fn new() -> Tc {
+        Tc {
+            s: Arc::new(Shared {
+                tables: Catalog::default(),
+                mvcc: MvccTable::new(20),
+                log: Log::new(BUFFER),
+                next_ts: StdAtomicU64::new(1),
+            }),
+        }
+    }
+}
+
+/// Items are never unlinked yet (no garbage collection): nothing to free.
+struct Keep;
+
+impl Retire for Keep {
+    fn retire(&mut self, _: *mut Item) {
+        unreachable!("nothing removes MVCC items yet")
+    }
+}
+
+impl Engine for Tc {
+    type Runner = Runner;
+
+    fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.s.tables.create(name, || ())
+    }
+
+    fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.s.tables.find(name)
+    }
+
+    fn runner(&self) -> Result<Runner, Error> {
+        Ok(Runner {
+            s: Arc::clone(&self.s),
+            stats: Stats::default(),
+            last_ts: 0,
+            writes: Vec::new(),
+            record: Vec::new(),
+        })
+    }
+}
+
+/// A thread's handle on the TC.
+pub struct Runner {
+    s: Arc<Shared>,
+    stats: Stats,
+    last_ts: u64,
+    /// The running transaction's versions (reused).
+    writes: Vec<*const Version>,
+    /// Scratch for a log record (reused).
+    record: Vec<u8>,
+}
+
+// SAFETY: the version pointers refer to items of the shared table, which
+// live as long as it; a runner is used by one thread at a time.
+unsafe impl Send for Runner {}
+
+/// A transaction at its timestamp.
+pub struct Txn<'a> {
+    s: &'a Shared,
+    ts: u64,
+    writes: &'a mut Vec<*const Version>,
+    record: &'a mut Vec<u8>,
+}
+
+impl<'a> Txn<'a> {
+    /// The item of `key`, made if it has none (a read of an absent key
+    /// must still hold off older writers of it).
+    fn item(&self, t: TableId, key: &[u8]) -> Result<&'a Item, TxError> {
+        check_key(key)?;
+        let s: &'a Shared = self.s;
+        s.tables.get(t)?;
+        Ok(s.mvcc.find_or_insert(t, key, &mut Keep))
+    }
+
+    /// The version of `item` visible at our timestamp, waiting for an
+    /// older creator still running.
+    fn visible<'i>(&self, item: &'i Item) -> Option<&'i Version> {
+        let mut spins = 0;
+        loop {
+            match item.record.read(self.ts) {
+                Seen::Nothing => return None,
+                Seen::Version(v) => return Some(v),
+                // Waits go from younger to older only: no cycle.
+                Seen::Pending(_) => backoff(&mut spins),
+            }
+        }
+    }
+
+    /// The value in the version record at `lsn` (`None`: a deletion).
+    fn value(&self, lsn: Lsn) -> Option<&[u8]> {
+        // SAFETY: a published version's record was appended before it.
+        let header = unsafe { self.s.log.slice(lsn, HEADER as u32) };
+        let klen = u32::from_le_bytes(header[13..17].try_into().expect("4 bytes"));
+        let vlen = u32::from_le_bytes(header[17..21].try_into().expect("4 bytes"));
+        if vlen == DELETED {
+            return None;
+        }
+        let at = lsn + HEADER as u64 + u64::from(klen);
+        // SAFETY: as above.
+        Some(unsafe { self.s.log.slice(at, vlen) })
+    }
+
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        let item = self.item(t, key)?;
+        Ok(self
+            .visible(item)
+            .and_then(|v| self.value(v.payload.load(Ordering::Acquire))))
+    }
+
+    /// Write `value` (`None`: delete) as our version of `key`: its redo
+    /// record goes into the log first, then the version that points at
+    /// it (§3.1).
+    fn write(&mut self, t: TableId, key: &[u8], value: Option<&[u8]>) -> Result<(), TxError> {
+        if let Some(v) = value {
+            check_value(v)?;
+        }
+        let item = self.item(t, key)?;
+        let r = &mut *self.record;
+        r.clear();
+        r.push(VERSION);
+        r.extend_from_slice(&self.ts.to_le_bytes());
+        r.extend_from_slice(&t.index().to_le_bytes());
+        r.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        r.extend_from_slice(&value.map_or(DELETED, |v| v.len() as u32).to_le_bytes());
+        r.extend_from_slice(key);
+        r.extend_from_slice(value.unwrap_or_default());
+        let lsn = self.s.log.append(r, &mut |_| {});
+        let v = item.record.write(self.ts, lsn).map_err(TxError::Conflict)?;
+        let v = v as *const Version;
+        if !self.writes.contains(&v) {
+            self.writes.push(v);
+        }
+        Ok(())
+    }
+}
+
+impl Tx for Txn<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.read(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.write(t, key, Some(value))
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        if self.read(t, key)?.is_some() {
+            return Err(Error::KeyExists.into());
+        }
+        self.write(t, key, Some(value))
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        if self.read(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, None).map(|()| true)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        _t: TableId,
+        _lo: Bound<&[u8]>,
+        _hi: Bound<&[u8]>,
+        _limit: usize,
+        _reverse: bool,
+        _f: F,
+    ) -> Result<(), TxError> {
+        Err(Error::Unsupported("Deuteronomy's TC has no range scans yet (issue 21)").into())
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Txn<'a>;
+
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        let ts = self
+            .s
+            .next_ts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.writes.clear();
+        let mut tx = Txn {
+            s: &self.s,
+            ts,
+            writes: &mut self.writes,
+            record: &mut self.record,
+        };
+        let r = body(&mut tx);
+        let state = match r {
+            Ok(_) => COMMITTED,
+            Err(_) => ABORTED,
+        };
+        if state == COMMITTED && !self.writes.is_empty() {
+            // §2.3.1 fast commit: committed once the commit record is in
+            // a buffer. (Read-only transactions write none: everything
+            // here is as durable as it will get, in memory.)
+            self.record.clear();
+            self.record.push(COMMIT);
+            self.record.extend_from_slice(&ts.to_le_bytes());
+            self.s.log.append(&self.record, &mut |_| {});
+        }
+        for &v in self.writes.iter() {
+            // SAFETY: our versions, in items that live as long as the TC.
+            unsafe { (*v).state.store(state, Ordering::Release) };
+        }
+        match r {
+            Ok(v) => {
+                self.stats.commits += 1;
+                self.last_ts = ts;
+                Ok(Ok(v))
+            }
+            Err(TxError::Conflict(reason)) => {
+                self.stats.aborts[reason.index()] += 1;
+                Ok(Err(reason))
+            }
+            Err(TxError::Failed(e)) => {
+                self.stats.failures += 1;
+                Err(e)
+            }
+        }
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        self.last_ts
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
