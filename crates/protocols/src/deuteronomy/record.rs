@@ -157,6 +157,17 @@ impl Record {
     /// which it must mark committed or aborted when it ends; or why it
     /// must abort.
     pub fn write(&self, ts: u64, payload: u64) -> Result<&Version, AbortReason> {
+        self.write_checked(ts, payload, true)
+    }
+
+    /// [`Record::write`], which with `check_reads` false (the test-only
+    /// mutant, NOT serializable) ignores the read timestamp.
+    pub fn write_checked(
+        &self,
+        ts: u64,
+        payload: u64,
+        check_reads: bool,
+    ) -> Result<&Version, AbortReason> {
         loop {
             let head = self.head.load(Ordering::Acquire);
             if let Some(y) = self.live(head) {
@@ -187,7 +198,7 @@ impl Record {
             // SAFETY: published; versions live as long as the record.
             let v = unsafe { &*v };
             // An RMW: it reads the latest read timestamp (see above).
-            if self.read_ts.fetch_add(0, Ordering::AcqRel) > ts {
+            if self.read_ts.fetch_add(0, Ordering::AcqRel) > ts && check_reads {
                 // A younger transaction read what we would supersede.
                 v.state.store(ABORTED, Ordering::Release);
                 return Err(AbortReason::ReadValidation);

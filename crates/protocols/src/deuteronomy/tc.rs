@@ -43,6 +43,9 @@ struct Shared {
     log: Log,
     /// The next transaction's timestamp (its id).
     next_ts: StdAtomicU64,
+    /// Writers ignore read timestamps: the test-only mutant (NOT
+    /// serializable), which the checker must catch.
+    ignore_reads: bool,
 }
 
 /// A Deuteronomy TC, in memory (see the module's notes).
@@ -59,12 +62,25 @@ impl Default for Tc {
 impl Tc {
     /// An empty TC.
     pub fn new() -> Tc {
+        Tc::make(false)
+    }
+
+    /// A broken TC whose writers ignore read timestamps (NOT
+    /// serializable; test-only `mutant` builds), for the checker to
+    /// catch.
+    #[cfg(feature = "mutant")]
+    pub fn mutant_ignoring_reads() -> Tc {
+        Tc::make(true)
+    }
+
+    fn make(ignore_reads: bool) -> Tc {
         Tc {
             s: Arc::new(Shared {
                 tables: Catalog::default(),
                 mvcc: MvccTable::new(20),
                 log: Log::new(BUFFER),
                 next_ts: StdAtomicU64::new(1),
+                ignore_reads,
             }),
         }
     }
@@ -187,7 +203,10 @@ impl<'a> Txn<'a> {
         r.extend_from_slice(key);
         r.extend_from_slice(value.unwrap_or_default());
         let lsn = self.s.log.append(r, &mut |_| {});
-        let v = item.record.write(self.ts, lsn).map_err(TxError::Conflict)?;
+        let v = item
+            .record
+            .write_checked(self.ts, lsn, !self.s.ignore_reads)
+            .map_err(TxError::Conflict)?;
         let v = v as *const Version;
         if !self.writes.contains(&v) {
             self.writes.push(v);
