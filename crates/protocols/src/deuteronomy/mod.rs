@@ -11,8 +11,8 @@
 //! * `table`: §2.2's latch-free MVCC hash table of record items
 //!   (prepend by CAS; removal marks, then unlinks).
 //! * [`tc`]: the transaction component joining them: timestamp-order
-//!   transactions whose versions are their redo records in the log
-//!   (point operations, in memory; see its notes).
+//!   transactions whose versions are their redo records in the log, and
+//!   scans over an ordered index per table (in memory; see its notes).
 
 // Built and tested ahead of the TC that will use it (issue 21).
 #[allow(dead_code)]

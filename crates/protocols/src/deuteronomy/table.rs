@@ -17,9 +17,9 @@ use granary_api::TableId;
 use super::record::Record;
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The mark on a `next` pointer: its item is removed.
 const REMOVED: usize = 1;
@@ -32,6 +32,9 @@ pub(crate) struct Item {
     pub record: Record,
     /// The next item's address, with [`REMOVED`] if this one is removed.
     next: AtomicUsize,
+    /// Set once its creator has finished making it (see
+    /// [`MvccTable::find_or_insert_with`]); lookups wait for it.
+    ready: AtomicBool,
 }
 
 impl Item {
@@ -93,6 +96,19 @@ impl MvccTable {
 
     /// The live item of `key`, made (with no version) if it has none.
     pub fn find_or_insert(&self, t: TableId, key: &[u8], r: &mut impl Retire) -> &Item {
+        self.find_or_insert_with(t, key, r, |_| {})
+    }
+
+    /// As [`MvccTable::find_or_insert`]; a new item is first passed to
+    /// `made` (by its creator, once it is in the bucket), and other
+    /// threads that find it wait until `made` has returned.
+    pub fn find_or_insert_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        r: &mut impl Retire,
+        made: impl FnOnce(&Item),
+    ) -> &Item {
         let h = hash(t, key);
         let bucket = self.bucket(h);
         let mut fresh: Option<Box<Item>> = None;
@@ -108,6 +124,7 @@ impl MvccTable {
                     key: key.into(),
                     record: Record::new(),
                     next: AtomicUsize::new(0),
+                    ready: AtomicBool::new(false),
                 })
             });
             item.next.store(head, Ordering::Relaxed);
@@ -118,7 +135,10 @@ impl MvccTable {
             {
                 let item = Box::into_raw(fresh.take().expect("made above"));
                 // SAFETY: published; freed only through `Retire`.
-                return unsafe { &*item };
+                let item = unsafe { &*item };
+                made(item);
+                item.ready.store(true, Ordering::Release);
+                return item;
             }
             // Someone else changed the bucket: look again (they may have
             // inserted this key).
@@ -186,6 +206,10 @@ impl MvccTable {
                     continue;
                 }
                 if matches(item) {
+                    let mut spins = 0;
+                    while !item.ready.load(Ordering::Acquire) {
+                        crate::sync::backoff(&mut spins);
+                    }
                     return Some(item);
                 }
                 prev = &item.next;

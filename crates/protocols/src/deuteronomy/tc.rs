@@ -2,11 +2,24 @@
 //! the MVCC hash table, their versions written straight into the recovery
 //! log's buffers (§3.1: the redo record is the version).
 //!
-//! **In progress** (issue 21): point reads and writes only (a scan fails
-//! with [`Error::Unsupported`]); the log lives in memory and is never
+//! **In progress** (issue 21): the log lives in memory and is never
 //! written out, recycled or trimmed (no TC Proxy, no data component, no
 //! garbage collection yet), so commits are acknowledged as soon as their
 //! commit record is in a buffer and the log grows with every write.
+//!
+//! Scans (ours: the paper's TC is a key-value store) walk an ordered index
+//! per table that maps each key to its MVCC item, and read every item
+//! they pass at their timestamp, which holds off older writers of those
+//! keys. Keys that appear later in the range are held off coarsely: a
+//! scan raises its table's scan timestamp (a read-modify-write) before it
+//! walks, and a new item, once in the index, takes the table's scan
+//! timestamp as its read timestamp (a read-modify-write too), before any
+//! other thread may use it. The two RMWs are ordered on the table's word:
+//! either the scan walks after the item is in the index and reads it, or
+//! the item starts with the scan's timestamp; so no transaction older
+//! than a scan ever writes a key into the range it scanned. The price: a
+//! new key written by a transaction older than the table's latest scan
+//! aborts, wherever the key is.
 //!
 //! A log record is `kind (1) | ts (8) | table (4) | key length (4) |
 //! value length (4, u32::MAX for a deletion) | key | value` for a version,
@@ -23,8 +36,11 @@ use super::log::{Log, Lsn};
 use super::record::{Seen, Version, ABORTED, COMMITTED};
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
-use crate::limits::{check_key, check_value};
-use crate::sync::{backoff, Ordering};
+use crate::limits::{check_bounds, check_key, check_value};
+use crate::reclaim::Pin;
+use crate::scan::Batch as ScanBatch;
+use crate::sync::{backoff, AtomicU64, Ordering};
+use granary_index::Tree;
 
 /// Record kinds.
 const VERSION: u8 = 1;
@@ -37,8 +53,15 @@ const DELETED: u32 = u32::MAX;
 /// Log buffers of 4 MiB: a record (1 MiB value, 1 KiB key at most) fits.
 const BUFFER: u32 = 4 << 20;
 
+/// A table: its ordered index (key → MVCC item), for scans, and the
+/// timestamp of its latest scan.
+struct Table {
+    index: Tree,
+    scan_ts: AtomicU64,
+}
+
 struct Shared {
-    tables: Catalog<()>,
+    tables: Catalog<Table>,
     mvcc: MvccTable,
     log: Log,
     /// The next transaction's timestamp (its id).
@@ -99,7 +122,10 @@ impl Engine for Tc {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        self.s.tables.create(name, || ())
+        self.s.tables.create(name, || Table {
+            index: Tree::new(),
+            scan_ts: AtomicU64::new(0),
+        })
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
@@ -146,8 +172,18 @@ impl<'a> Txn<'a> {
     fn item(&self, t: TableId, key: &[u8]) -> Result<&'a Item, TxError> {
         check_key(key)?;
         let s: &'a Shared = self.s;
-        s.tables.get(t)?;
-        Ok(s.mvcc.find_or_insert(t, key, &mut Keep))
+        let table = s.tables.get(t)?;
+        Ok(s.mvcc.find_or_insert_with(t, key, &mut Keep, |item| {
+            // A new item: into the table's index, then held off from
+            // writers older than the table's latest scan (see the
+            // module's notes).
+            let g = crossbeam_epoch::pin();
+            let _ = table
+                .index
+                .insert(key, item as *const Item as u64, &mut Pin(&g));
+            item.record
+                .hold_reads_below(table.scan_ts.fetch_add(0, Ordering::AcqRel));
+        }))
     }
 
     /// The version of `item` visible at our timestamp, waiting for an
@@ -240,14 +276,45 @@ impl Tx for Txn<'_> {
 
     fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
         &mut self,
-        _t: TableId,
-        _lo: Bound<&[u8]>,
-        _hi: Bound<&[u8]>,
-        _limit: usize,
-        _reverse: bool,
-        _f: F,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: F,
     ) -> Result<(), TxError> {
-        Err(Error::Unsupported("Deuteronomy's TC has no range scans yet (issue 21)").into())
+        check_bounds(lo, hi)?;
+        let table = self.s.tables.get(t)?;
+        if limit == 0 {
+            return Ok(());
+        }
+        // Keys that appear in the range from now on are held off from
+        // older writers (see the module's notes).
+        table.scan_ts.fetch_max(self.ts, Ordering::AcqRel);
+        let g = crossbeam_epoch::pin();
+        let mut batch = ScanBatch::default();
+        batch.start();
+        let mut n = 0;
+        loop {
+            let want = (limit - n).clamp(1, 64);
+            if !batch.next(&table.index, lo, hi, reverse, want, &Pin(&g), |_, _| {}) {
+                return Ok(());
+            }
+            for (k, c) in batch.iter() {
+                // SAFETY: items are never freed while the TC lives (no
+                // garbage collection yet).
+                let item = unsafe { &*(c as *const Item) };
+                let value = self
+                    .visible(item)
+                    .and_then(|v| self.value(v.payload.load(Ordering::Acquire)));
+                if let Some(v) = value {
+                    n += 1;
+                    if !f(k, v) || n == limit {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 }
 
