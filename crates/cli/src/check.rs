@@ -119,7 +119,7 @@ fn info(workload: CheckWorkload) -> WorkloadInfo {
     };
     // Every check transaction is a procedure (its loading and final audit
     // are closures, which a pipelined design runs alone).
-    info.procedures(true, "")
+    info.procedures(true, "").check()
 }
 
 /// Returns the number of anomalies found over every protocol (the caller

@@ -56,6 +56,10 @@ pub enum Protocol {
     /// smallbank, tpcc (write sets that depend on reads predicted by
     /// reconnaissance) and the check workloads.
     Bohm,
+    /// Deuteronomy's transaction component (in progress): timestamp-order
+    /// MVCC, versions kept in its log buffers, in memory; `granary check`
+    /// only (its log is not recycled yet, so benchmarks are refused).
+    Deuteronomy,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the
     /// checker catching a broken engine.
@@ -71,6 +75,12 @@ pub enum Protocol {
     /// NOT serializable; test-only `mutant` builds.
     #[cfg(feature = "mutant")]
     BohmMutant,
+    /// Deuteronomy's TC with writers that ignore read timestamps: NOT
+    /// serializable. Test-only `mutant` builds, for the checker to catch.
+    #[cfg(feature = "mutant")]
+    #[value(name = "deuteronomy-mutant")]
+    #[serde(rename = "deuteronomy-mutant")]
+    DeuteronomyMutant,
 }
 
 /// The isolation level a protocol claims (`granary check` checks against
@@ -102,6 +112,9 @@ pub struct Traits {
     /// It runs transactions handed over as procedures, not closures on
     /// the client's thread ([`WorkloadInfo::procedures`]).
     pub pipelined: bool,
+    /// It runs `granary check` only, for this reason (a design in
+    /// progress).
+    pub check_only: Option<&'static str>,
 }
 
 impl Traits {
@@ -112,6 +125,7 @@ impl Traits {
         single_key_only: false,
         durable: false,
         pipelined: false,
+        check_only: None,
     };
 }
 
@@ -143,11 +157,20 @@ impl Protocol {
                 pipelined: true,
                 ..Traits::SERIALIZABLE
             },
+            Protocol::Deuteronomy => Traits {
+                check_only: Some(
+                    "its transaction component is in progress (issue 21): its log is kept \
+                     in memory and never recycled, so a benchmark would only grow it",
+                ),
+                ..Traits::SERIALIZABLE
+            },
             // They claim serializability, and the checker must refute it.
             #[cfg(feature = "mutant")]
             Protocol::SiloMutant | Protocol::TwoPlMutant => Traits::SERIALIZABLE,
             #[cfg(feature = "mutant")]
             Protocol::BohmMutant => Protocol::Bohm.traits(),
+            #[cfg(feature = "mutant")]
+            Protocol::DeuteronomyMutant => Protocol::Deuteronomy.traits(),
         }
     }
 
@@ -185,6 +208,8 @@ fn refusal(name: &str, t: Traits, w: &WorkloadInfo) -> Option<String> {
             "--durable runs the silo engine only: {name}'s writes are not logged \
              (logging and checkpoints are Silo's, SiloR)"
         ))
+    } else if let (Some(why), false) = (t.check_only, w.check) {
+        Some(format!("{name} runs `granary check` only: {why}"))
     } else if t.single_key_only && !w.single_key {
         Some(format!(
             "{name} runs single-key gets and puts only (it is the bare index, with no \
@@ -239,6 +264,8 @@ pub struct WorkloadInfo {
     pub procedures: bool,
     /// Why not, where that is a matter of configuration (for a refusal).
     pub why_not_procedures: &'static str,
+    /// It is a `granary check` run (not a benchmark).
+    pub check: bool,
 }
 
 impl WorkloadInfo {
@@ -253,6 +280,7 @@ impl WorkloadInfo {
             partition_values: None,
             procedures: false,
             why_not_procedures: "",
+            check: false,
         }
     }
 
@@ -267,6 +295,7 @@ impl WorkloadInfo {
             partition_values: None,
             procedures: false,
             why_not_procedures: "",
+            check: false,
         }
     }
 
@@ -274,6 +303,12 @@ impl WorkloadInfo {
     pub fn procedures(mut self, on: bool, why: &'static str) -> WorkloadInfo {
         self.procedures = on;
         self.why_not_procedures = why;
+        self
+    }
+
+    /// A `granary check` run.
+    pub fn check(mut self) -> WorkloadInfo {
+        self.check = true;
         self
     }
 
@@ -488,6 +523,10 @@ macro_rules! with_engine {
                     granary_protocols::bohm::Bohm::new(opts.bohm).map_err(|e| e.to_string())?;
                 $body
             }
+            $crate::protocol::Protocol::Deuteronomy => {
+                let $db = granary_protocols::deuteronomy::tc::Tc::new();
+                $body
+            }
             #[cfg(feature = "mutant")]
             $crate::protocol::Protocol::TwoPlMutant => {
                 let $db = granary_protocols::two_pl::TwoPl::new(
@@ -502,6 +541,11 @@ macro_rules! with_engine {
                     ..opts.bohm
                 })
                 .map_err(|e| e.to_string())?;
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::DeuteronomyMutant => {
+                let $db = granary_protocols::deuteronomy::tc::Tc::mutant_ignoring_reads();
                 $body
             }
             #[cfg(feature = "mutant")]

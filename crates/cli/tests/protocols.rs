@@ -222,3 +222,36 @@ fn check_reports_each_protocol() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Deuteronomy (in progress) runs `granary check` and is refused by the
+/// benchmarks, with the reason, before anything runs.
+#[test]
+fn deuteronomy_is_checked_not_benchmarked() {
+    let o = granary(&["bench", "smallbank", "--protocol", "silo,deuteronomy"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("protocol `deuteronomy` cannot run `bench smallbank`")
+            && err.contains("runs `granary check` only"),
+        "{err}"
+    );
+    assert_eq!(text(&o.stdout), "");
+    let o = granary(&[
+        "check",
+        "bank",
+        "--protocol",
+        "deuteronomy",
+        "--threads",
+        "2",
+        "--txns",
+        "2000",
+        "--seed",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("0 anomalies"),
+        "{}",
+        text(&o.stdout)
+    );
+}

@@ -1,7 +1,8 @@
 //! Deuteronomy (Levandoski, Lomet, Sengupta, Stutsman, Wang; CIDR'15): a
-//! transaction component (TC) over pluggable data components. **Not a
-//! protocol yet** (issue 21): this module holds the pieces built so far,
-//! each tested on its own, and nothing selects it from the CLI.
+//! transaction component (TC) over pluggable data components. **In
+//! progress** (issue 21): the pieces built so far, each tested on its
+//! own, and a first TC joining them, which `granary check --protocol
+//! deuteronomy` runs.
 //!
 //! * `log`: §5.1's recovery log buffers, reserved latch-free with one
 //!   atomic add on an `OFFSET | USERS` word, sealed by the reservation
