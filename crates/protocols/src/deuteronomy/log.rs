@@ -139,9 +139,15 @@ impl LogBuffer {
     pub unsafe fn write(&self, start: u32, data: &[u8]) {
         let at = &self.bytes[start as usize..start as usize + data.len()];
         #[cfg(not(loom))]
-        // SAFETY: the caller owns these bytes (contiguous cells).
+        // SAFETY: the caller owns these bytes; the pointer comes from the
+        // whole range of cells (not one cell), and cells may be written
+        // through a shared reference.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), at[0].get(), data.len());
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                UnsafeCell::raw_get(at.as_ptr()),
+                data.len(),
+            );
         }
         #[cfg(loom)]
         for (cell, &b) in at.iter().zip(data) {
