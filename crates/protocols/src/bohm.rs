@@ -70,7 +70,7 @@ use granary_index::{Insert, Tree};
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::Pin;
-use crate::scan::Batch as ScanBatch;
+use crate::scan::{visit, Batch as ScanBatch};
 use crate::sync::{backoff, prefetch};
 use crate::value::Tail;
 
@@ -1671,36 +1671,25 @@ impl Tx for Txn<'_> {
         hi: Bound<&[u8]>,
         limit: usize,
         reverse: bool,
-        mut f: F,
+        f: F,
     ) -> Result<(), TxError> {
         check_bounds(lo, hi)?;
         let tree = self.s.tables.get(t)?;
-        if limit == 0 {
-            return Ok(());
-        }
-        let mut batch = ScanBatch::default();
-        batch.start();
-        let mut n = 0;
-        loop {
-            let want = (limit - n).clamp(1, 64);
-            if !batch.next(tree, lo, hi, reverse, want, &Pin(self.g), |_, _| {}) {
-                return Ok(());
-            }
-            for (k, c) in batch.iter() {
-                let own = self.own(t, k);
-                let value = match own {
-                    // SAFETY: our own value, alive until the run ends.
-                    Some(d) => (!d.is_null()).then(|| unsafe { (*d).value() }).flatten(),
-                    None => self.visible_in(c)?,
-                };
-                if let Some(v) = value {
-                    n += 1;
-                    if !f(k, v) || n == limit {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+        let g = self.g;
+        visit(
+            &mut ScanBatch::default(),
+            tree,
+            (lo, hi),
+            limit,
+            reverse,
+            &Pin(g),
+            |k, c| match self.own(t, k) {
+                // SAFETY: our own value, alive until the run ends.
+                Some(d) => Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten()),
+                None => self.visible_in(c),
+            },
+            f,
+        )
     }
 }
 
@@ -2039,28 +2028,20 @@ impl ReadOnly for Snapshot<'_> {
     ) -> Result<(), TxError> {
         check_bounds(lo, hi)?;
         let tree = self.s.tables.get(t)?;
-        if limit == 0 {
-            return Ok(());
-        }
         let mut batch = std::mem::take(&mut self.batch);
-        batch.start();
-        let mut n = 0;
-        'scan: loop {
-            let want = (limit - n).clamp(1, 64);
-            if !batch.next(tree, lo, hi, reverse, want, &Pin(self.g), |_, _| {}) {
-                break;
-            }
-            for (k, c) in batch.iter() {
-                if let Some(v) = self.visible(c) {
-                    n += 1;
-                    if !f(k, v) || n == limit {
-                        break 'scan;
-                    }
-                }
-            }
-        }
+        let this = &*self;
+        let r = visit(
+            &mut batch,
+            tree,
+            (lo, hi),
+            limit,
+            reverse,
+            &Pin(this.g),
+            |_, c| Ok(this.visible(c)),
+            f,
+        );
         self.batch = batch;
-        Ok(())
+        r
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::ops::Bound;
 
+use granary_api::TxError;
 use granary_index::{Guard, LeafRef, Tree};
 
 /// Keys (and index values) of one batch, with the buffers reused.
@@ -84,5 +85,46 @@ impl Batch {
             start = end as usize;
             (k, v)
         })
+    }
+}
+
+/// Visit the keys of `lo..hi` (descending if `reverse`) a batch at a time
+/// (`batch` is scratch): `value(key, index value)` gives each key's value
+/// for the caller's design (`None`: absent, skipped), and `f` sees the
+/// present ones until it returns false or `limit` of them were seen.
+/// For designs that read a version per key and need no leaf validation
+/// (BOHM, Deuteronomy's TC).
+///
+/// # Errors
+/// What `value` fails with.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn visit<'v, G: Guard>(
+    batch: &mut Batch,
+    tree: &Tree,
+    (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+    limit: usize,
+    reverse: bool,
+    g: &G,
+    mut value: impl FnMut(&[u8], u64) -> Result<Option<&'v [u8]>, TxError>,
+    mut f: impl FnMut(&[u8], &[u8]) -> bool,
+) -> Result<(), TxError> {
+    if limit == 0 {
+        return Ok(());
+    }
+    batch.start();
+    let mut n = 0;
+    loop {
+        let want = (limit - n).clamp(1, 64);
+        if !batch.next(tree, lo, hi, reverse, want, g, |_, _| {}) {
+            return Ok(());
+        }
+        for (k, c) in batch.iter() {
+            if let Some(v) = value(k, c)? {
+                n += 1;
+                if !f(k, v) || n == limit {
+                    return Ok(());
+                }
+            }
+        }
     }
 }

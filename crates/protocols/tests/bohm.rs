@@ -15,6 +15,16 @@ use granary_workloads::driver::{run, DriverConfig, Workload};
 use granary_workloads::smallbank::{SmallBank, SmallBankConfig};
 use granary_workloads::ycsb::{WriteKind, Ycsb, YcsbConfig};
 
+/// The tests here run one at a time: each starts BOHM's threads and
+/// clients, and run together on 2 cores they starve one another (the
+/// long-reader test, which counts the writers that finish while an audit
+/// runs, failed that way once).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn seed() -> u64 {
     let s = std::env::var("GRANARY_SEED")
         .ok()
@@ -87,6 +97,7 @@ fn on_each_arrangement<W: Workload>(
 
 #[test]
 fn ycsb_counters_add_up() {
+    let _serial = serial();
     let cfg = YcsbConfig::preset("study")
         .unwrap()
         .keys(50)
@@ -105,6 +116,7 @@ fn ycsb_counters_add_up() {
 
 #[test]
 fn smallbank_conserves_money() {
+    let _serial = serial();
     on_each_arrangement(
         || SmallBank::new(SmallBankConfig::new(20)).unwrap(),
         |r| {
@@ -226,6 +238,7 @@ impl Body for Audit {
 /// pending, holding the thread's watermark below its batch).
 #[test]
 fn long_readers_never_block_or_abort_writers() {
+    let _serial = serial();
     let s = seed();
     // Separate CC threads: a thread that also plans (`both`) would hold
     // up its partition's planning while it runs the long reader.
@@ -330,6 +343,7 @@ fn long_readers_never_block_or_abort_writers() {
 // Test-only `mutant` builds give the config one more field.
 #[allow(clippy::needless_update)]
 fn snapshot_reads_see_a_consistent_growing_prefix() {
+    let _serial = serial();
     let s = seed();
     for (m, n, batch, both) in [(1, 1, 8, false), (2, 2, 4, true)] {
         let db = Bohm::new(Config {
@@ -440,6 +454,7 @@ fn snapshot_reads_see_a_consistent_growing_prefix() {
 // Test-only `mutant` builds give the config one more field.
 #[allow(clippy::needless_update)]
 fn tpcc_stale_predictions_are_resubmitted_and_commit() {
+    let _serial = serial();
     use granary_workloads::tpcc::{Tpcc, TpccConfig};
     let s = seed();
     for (warehouses, (m, n, batch, both)) in [

@@ -38,7 +38,7 @@ use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::Pin;
-use crate::scan::Batch as ScanBatch;
+use crate::scan::{visit, Batch as ScanBatch};
 use crate::sync::{backoff, AtomicU64, Ordering};
 use granary_index::Tree;
 
@@ -201,9 +201,10 @@ impl<'a> Txn<'a> {
     }
 
     /// The value in the version record at `lsn` (`None`: a deletion).
-    fn value(&self, lsn: Lsn) -> Option<&[u8]> {
+    fn value(&self, lsn: Lsn) -> Option<&'a [u8]> {
+        let s: &'a Shared = self.s;
         // SAFETY: a published version's record was appended before it.
-        let header = unsafe { self.s.log.slice(lsn, HEADER as u32) };
+        let header = unsafe { s.log.slice(lsn, HEADER as u32) };
         let klen = u32::from_le_bytes(header[13..17].try_into().expect("4 bytes"));
         let vlen = u32::from_le_bytes(header[17..21].try_into().expect("4 bytes"));
         if vlen == DELETED {
@@ -211,7 +212,7 @@ impl<'a> Txn<'a> {
         }
         let at = lsn + HEADER as u64 + u64::from(klen);
         // SAFETY: as above.
-        Some(unsafe { self.s.log.slice(at, vlen) })
+        Some(unsafe { s.log.slice(at, vlen) })
     }
 
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
@@ -281,7 +282,7 @@ impl Tx for Txn<'_> {
         hi: Bound<&[u8]>,
         limit: usize,
         reverse: bool,
-        mut f: F,
+        f: F,
     ) -> Result<(), TxError> {
         check_bounds(lo, hi)?;
         let table = self.s.tables.get(t)?;
@@ -292,29 +293,24 @@ impl Tx for Txn<'_> {
         // older writers (see the module's notes).
         table.scan_ts.fetch_max(self.ts, Ordering::AcqRel);
         let g = crossbeam_epoch::pin();
-        let mut batch = ScanBatch::default();
-        batch.start();
-        let mut n = 0;
-        loop {
-            let want = (limit - n).clamp(1, 64);
-            if !batch.next(&table.index, lo, hi, reverse, want, &Pin(&g), |_, _| {}) {
-                return Ok(());
-            }
-            for (k, c) in batch.iter() {
+        let this = &*self;
+        visit(
+            &mut ScanBatch::default(),
+            &table.index,
+            (lo, hi),
+            limit,
+            reverse,
+            &Pin(&g),
+            |_, c| {
                 // SAFETY: items are never freed while the TC lives (no
                 // garbage collection yet).
                 let item = unsafe { &*(c as *const Item) };
-                let value = self
+                Ok(this
                     .visible(item)
-                    .and_then(|v| self.value(v.payload.load(Ordering::Acquire)));
-                if let Some(v) = value {
-                    n += 1;
-                    if !f(k, v) || n == limit {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+                    .and_then(|v| this.value(v.payload.load(Ordering::Acquire))))
+            },
+            f,
+        )
     }
 }
 
