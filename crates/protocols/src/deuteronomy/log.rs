@@ -370,6 +370,11 @@ pub(crate) type Lsn = u64;
 /// (not built yet: until then the log only grows, up to this).
 const MAX_BUFFERS: usize = 1 << 16;
 
+/// Memory ordering: a buffer is fully made before the CAS that installs
+/// it (AcqRel) and found through an Acquire load of its slot; the active
+/// number moves by CAS (AcqRel) only after the buffer it names is
+/// installed, so an Acquire load of it finds that buffer.
+///
 /// The recovery log: buffers in sequence, the active one filled by
 /// [`Log::append`]. The sealer of each buffer (or a thread that found it
 /// full, §5.1's lock-free discipline) installs the next one and makes it

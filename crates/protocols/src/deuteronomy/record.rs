@@ -27,7 +27,10 @@
 //! it commits); if the reader's comes first, the writer sees its
 //! timestamp and aborts. (Plain SeqCst loads, Dekker-style, would need a
 //! store-load order that loom cannot model; RMWs need only
-//! acquire/release.) A loom model checks both orders.
+//! acquire/release.) A loom model checks both orders. A version's fields
+//! are written before the CAS that prepends it (AcqRel) and read after
+//! an Acquire load of the head; its state moves with Release stores
+//! (committed, aborted) that readers load with Acquire.
 
 use granary_api::AbortReason;
 

@@ -11,6 +11,11 @@
 //! insert or unlink that raced with the marking fails its CAS and walks
 //! again: an unlinked item cannot come back to life. The thread whose
 //! unlink succeeds retires the item through the epoch.
+//!
+//! Memory ordering: an item's fields are written before the CAS that
+//! publishes it (AcqRel) and read after an Acquire load of the pointer to
+//! it; its `ready` flag is stored with Release after its creator's work
+//! and loaded with Acquire by lookups, so they see that work.
 
 use granary_api::TableId;
 
