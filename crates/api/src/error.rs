@@ -37,11 +37,16 @@ pub enum AbortReason {
     /// longer matched what it read when it ran ([`Error::StalePlan`]): the
     /// client predicts again and resubmits it.
     StalePlan,
+    /// The engine shed load: a resource it cannot grow on demand (for
+    /// Deuteronomy, its recovery log or its MVCC table, deuteronomy-cidr15
+    /// §6.5) is past its limit, and this transaction aborted to let older
+    /// ones finish.
+    Overloaded,
 }
 
 impl AbortReason {
     /// Every reason, in a fixed order (for counters and reports).
-    pub const ALL: [AbortReason; 8] = [
+    pub const ALL: [AbortReason; 9] = [
         AbortReason::ReadValidation,
         AbortReason::ReadLocked,
         AbortReason::NodeValidation,
@@ -50,6 +55,7 @@ impl AbortReason {
         AbortReason::WriteConflict,
         AbortReason::CommitDependency,
         AbortReason::StalePlan,
+        AbortReason::Overloaded,
     ];
 
     /// This reason's position in [`AbortReason::ALL`] (for counters
@@ -70,6 +76,7 @@ impl AbortReason {
             AbortReason::WriteConflict => "write_conflict",
             AbortReason::CommitDependency => "commit_dependency",
             AbortReason::StalePlan => "stale_plan",
+            AbortReason::Overloaded => "overloaded",
         }
     }
 }

@@ -58,6 +58,63 @@ pub struct CommonArgs {
     pub durable: DurableArgs,
     #[command(flatten)]
     pub bohm: BohmArgs,
+    #[command(flatten)]
+    pub tc: TcArgs,
+}
+
+/// Deuteronomy's data component (`--dc`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dc {
+    /// granary's own index, in memory. (The disk and etcd back ends of
+    /// issue 21 are not built yet.)
+    Memory,
+}
+
+/// Deuteronomy's transaction component and data component
+/// (`--protocol deuteronomy`).
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct TcArgs {
+    /// The data component under Deuteronomy's TC.
+    #[arg(long, value_enum, default_value = "memory")]
+    pub dc: Dc,
+    /// The TC's recovery log buffers in memory, in MiB (4 MiB each): the
+    /// version cache that holds recent writes (deuteronomy-cidr15 §3.1).
+    /// Writers shed load (abort as `overloaded`) while it is full.
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    pub tc_log_mb: usize,
+    /// MVCC versions past which the TC trims the version lists of the
+    /// records it touches (§6.5's soft watermark).
+    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
+    pub tc_soft_versions: usize,
+    /// MVCC versions past which the TC also sweeps its whole table
+    /// (§6.5's hard watermark).
+    #[arg(long, default_value_t = 4 << 20, value_name = "N")]
+    pub tc_hard_versions: usize,
+}
+
+impl TcArgs {
+    /// The TC's configuration.
+    ///
+    /// # Errors
+    /// Sizes that do not fit together.
+    pub fn config(&self) -> Result<granary_protocols::deuteronomy::tc::Config, String> {
+        let d = granary_protocols::deuteronomy::tc::Config::default();
+        let per = (d.buffer_bytes >> 20) as usize;
+        let c = granary_protocols::deuteronomy::tc::Config {
+            log_buffers: self.tc_log_mb / per,
+            soft_versions: self.tc_soft_versions,
+            hard_versions: self.tc_hard_versions,
+            ..d
+        };
+        c.validate().map_err(|e| match e {
+            granary_api::Error::InvalidOption(why) if c.log_buffers < 2 => {
+                format!("--tc-log-mb {}: {why} of {per} MiB", self.tc_log_mb)
+            }
+            e => e.to_string(),
+        })?;
+        Ok(c)
+    }
 }
 
 /// BOHM's thread arrangement (`--protocol bohm`).
@@ -312,6 +369,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     let info = info.durable(c.durable.durable.is_some());
     // Refused before anything is printed or loaded.
     check_all(&c.protocol, &info)?;
+    let tc = c.tc.config()?;
     let seed = c.seed.unwrap_or_else(fresh_seed);
     eprintln!(
         "{name}: threads={} seconds={} seed={seed}",
@@ -321,6 +379,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     if c.protocol.contains(&Protocol::Bohm) {
         opts.bohm = c.bohm.config()?;
     }
+    opts.tc = tc;
     let loaded = session::load_all(name, &c.protocol, &opts, &info, make)?;
     let cfg = DriverConfig {
         threads: c.threads,

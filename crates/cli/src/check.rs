@@ -74,6 +74,8 @@ pub struct CheckArgs {
     pub epoch_ms: u64,
     #[command(flatten)]
     pub bohm: crate::bench::BohmArgs,
+    #[command(flatten)]
+    pub tc: crate::bench::TcArgs,
 }
 
 /// One protocol's result.
@@ -144,6 +146,7 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     let silo = Options::default().epoch_interval(Duration::from_millis(a.epoch_ms.max(1)));
     let mut opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
     opts.bohm = a.bohm.config()?;
+    opts.tc = a.tc.config()?;
     let several = a.protocol.len() > 1;
     let mut outs = Vec::new();
     for (i, &p) in a.protocol.iter().enumerate() {

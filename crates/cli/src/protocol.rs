@@ -56,9 +56,11 @@ pub enum Protocol {
     /// smallbank, tpcc (write sets that depend on reads predicted by
     /// reconnaissance) and the check workloads.
     Bohm,
-    /// Deuteronomy's transaction component (in progress): timestamp-order
-    /// MVCC, versions kept in its log buffers, in memory; `granary check`
-    /// only (its log is not recycled yet, so benchmarks are refused).
+    /// Deuteronomy's transaction component (in progress, issue 21):
+    /// timestamp-order MVCC, versions kept in its recovery log's buffers,
+    /// a TC Proxy applying committed writes to a data component (`--dc`;
+    /// memory only so far), nothing written to disk yet. Runs every
+    /// workload, except interactive sessions.
     Deuteronomy,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the
@@ -157,13 +159,7 @@ impl Protocol {
                 pipelined: true,
                 ..Traits::SERIALIZABLE
             },
-            Protocol::Deuteronomy => Traits {
-                check_only: Some(
-                    "its transaction component is in progress (issue 21): its log is kept \
-                     in memory and never recycled, so a benchmark would only grow it",
-                ),
-                ..Traits::SERIALIZABLE
-            },
+            Protocol::Deuteronomy => Traits::SERIALIZABLE,
             // They claim serializability, and the checker must refute it.
             #[cfg(feature = "mutant")]
             Protocol::SiloMutant | Protocol::TwoPlMutant => Traits::SERIALIZABLE,
@@ -390,6 +386,7 @@ impl<'a> EngineOptions<'a> {
             durable,
             partitioning: w.partitioned,
             bohm: granary_protocols::bohm::Config::default(),
+            tc: granary_protocols::deuteronomy::tc::Config::default(),
         }
     }
 }
@@ -411,6 +408,8 @@ pub struct EngineOptions<'a> {
     pub partitioning: Option<Partitioning>,
     /// BOHM's threads and batch size.
     pub bohm: granary_protocols::bohm::Config,
+    /// Deuteronomy's TC sizes (over the memory DC, the only one built).
+    pub tc: granary_protocols::deuteronomy::tc::Config,
 }
 
 impl EngineOptions<'_> {
@@ -524,7 +523,11 @@ macro_rules! with_engine {
                 $body
             }
             $crate::protocol::Protocol::Deuteronomy => {
-                let $db = granary_protocols::deuteronomy::tc::Tc::new();
+                let $db = granary_protocols::deuteronomy::tc::Tc::with(
+                    opts.tc,
+                    Box::new(granary_protocols::deuteronomy::dc::MemoryDc::new()),
+                )
+                .map_err(|e| e.to_string())?;
                 $body
             }
             #[cfg(feature = "mutant")]

@@ -38,6 +38,8 @@ pub trait Loaded {
     /// Print the logging counters of a durable Silo database (nothing for
     /// any other).
     fn print_logging(&self);
+    /// Deuteronomy's TC counters so far (`None` for any other design).
+    fn tc_report(&self) -> Option<granary_protocols::deuteronomy::tc::Report>;
 }
 
 struct Db<E, W> {
@@ -69,6 +71,36 @@ impl<E: Engine + 'static, W: Workload> Loaded for Db<E, W> {
             crate::bench::print_logging(db);
         }
     }
+
+    fn tc_report(&self) -> Option<granary_protocols::deuteronomy::tc::Report> {
+        (&self.db as &dyn Any)
+            .downcast_ref::<granary_protocols::deuteronomy::tc::Tc>()
+            .map(|tc| tc.report())
+    }
+}
+
+/// One line on what Deuteronomy's TC did in a run of `secs` seconds:
+/// where reads were served (§6.3: the TC's cache hit rate), what the TC
+/// Proxy applied at the DC, and the sizes garbage collection holds.
+fn tc_line(
+    a: &granary_protocols::deuteronomy::tc::Report,
+    b: &granary_protocols::deuteronomy::tc::Report,
+    secs: f64,
+) -> String {
+    let (log, dc) = (b.log_reads - a.log_reads, b.dc_reads - a.dc_reads);
+    let reads = (log + dc).max(1) as f64;
+    let applied = b.applied - a.applied;
+    format!(
+        "tc: reads {:.1}% from the log, {:.1}% from the DC; DC applied {:.0} ops/s \
+         ({} batches); {} versions trimmed; {} versions, {} log buffers now",
+        100.0 * log as f64 / reads,
+        100.0 * dc as f64 / reads,
+        applied as f64 / secs.max(1e-9),
+        b.batches - a.batches,
+        b.trimmed - a.trimmed,
+        b.versions,
+        b.log_buffers,
+    )
 }
 
 /// Load `w` into `db` with a progress bar; `label` prefixes the messages.
@@ -158,8 +190,13 @@ pub fn alternate(
             };
             let total = (cfg.warmup + cfg.duration).as_secs_f64();
             let pb = progress(total.ceil() as u64, "running");
+            let before = l.tc_report();
+            let t0 = Instant::now();
             let report = l.run(&cfg, &|el, _| pb.set_position(el as u64))?;
             pb.finish_and_clear();
+            if let (Some(a), Some(b)) = (before, l.tc_report()) {
+                eprintln!("{}", tc_line(&a, &b, t0.elapsed().as_secs_f64()));
+            }
             each(r, l.protocol(), &report);
             reports.push(report);
         }

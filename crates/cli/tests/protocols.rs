@@ -223,18 +223,42 @@ fn check_reports_each_protocol() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Deuteronomy (in progress) runs `granary check` and is refused by the
-/// benchmarks, with the reason, before anything runs.
+/// Deuteronomy's TC runs the benchmarks (over the memory DC) and says
+/// where its reads were served; a log too small to run is refused with
+/// the reason before anything runs; `granary check` passes.
 #[test]
-fn deuteronomy_is_checked_not_benchmarked() {
-    let o = granary(&["bench", "smallbank", "--protocol", "silo,deuteronomy"]);
+fn deuteronomy_benchmarks_and_checks() {
+    let o = granary(&[
+        "bench",
+        "smallbank",
+        "--protocol",
+        "deuteronomy",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0",
+        "--customers",
+        "1000",
+    ]);
     let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("protocol `deuteronomy` cannot run `bench smallbank`")
-            && err.contains("runs `granary check` only"),
+        err.contains("tc: reads ") && err.contains("from the DC"),
         "{err}"
     );
+    let o = granary(&[
+        "bench",
+        "smallbank",
+        "--protocol",
+        "deuteronomy",
+        "--tc-log-mb",
+        "4",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--tc-log-mb 4"), "{err}");
     assert_eq!(text(&o.stdout), "");
     let o = granary(&[
         "check",

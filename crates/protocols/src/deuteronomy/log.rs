@@ -64,6 +64,9 @@ pub(crate) struct LogBuffer {
     /// buffer sealed with no users sees it.
     sealed_at: AtomicU64,
     capacity: u32,
+    /// The sequence number of the log buffer it holds (set while the
+    /// [`Log`] owns it alone, before it is published).
+    seq: u64,
     bytes: Box<[UnsafeCell<u8>]>,
 }
 
@@ -84,6 +87,7 @@ impl LogBuffer {
             word: AtomicU64::new(0),
             sealed_at: AtomicU64::new(0),
             capacity,
+            seq: 0,
             bytes: (0..capacity).map(|_| UnsafeCell::new(0)).collect(),
         }
     }
@@ -91,6 +95,19 @@ impl LogBuffer {
     /// Its size in bytes.
     pub fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// Whether anything was reserved in it yet.
+    pub fn is_empty(&self) -> bool {
+        self.word.load(Ordering::Acquire) & OFFSET == 0
+    }
+
+    /// Empty it for reuse as log buffer `seq` (its bytes are left as they
+    /// were: every byte is written before it is read).
+    fn reset(&mut self, seq: u64) {
+        self.word = AtomicU64::new(0);
+        self.sealed_at = AtomicU64::new(0);
+        self.seq = seq;
     }
 
     /// Reserve `size` bytes (1..=capacity): one atomic add (§5.1).
@@ -366,24 +383,44 @@ mod loom_tests {
 /// bits, the byte offset in it in the low 32.
 pub(crate) type Lsn = u64;
 
-/// The most buffers a [`Log`] holds before the TC Proxy recycles them
-/// (not built yet: until then the log only grows, up to this).
-const MAX_BUFFERS: usize = 1 << 16;
+/// Slots for buffers in use: buffer `seq` lives in slot `seq % SLOTS`.
+/// More buffers in use at once than this count as a full log.
+const SLOTS: usize = 1 << 16;
 
-/// Memory ordering: a buffer is fully made before the CAS that installs
-/// it (AcqRel) and found through an Acquire load of its slot; the active
-/// number moves by CAS (AcqRel) only after the buffer it names is
-/// installed, so an Acquire load of it finds that buffer.
-///
+/// The log has no free buffer (every one is written but not yet applied
+/// at the data component and recycled): the appender waits, or sheds
+/// load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Full;
+
 /// The recovery log: buffers in sequence, the active one filled by
 /// [`Log::append`]. The sealer of each buffer (or a thread that found it
 /// full, §5.1's lock-free discipline) installs the next one and makes it
-/// active; sealed buffers queue for the flusher in sequence order.
+/// active. The TC Proxy scans sealed buffers in sequence; once a buffer
+/// is no longer needed it is [recycled](Log::recycle) into a pool, past
+/// an epoch grace period, and reused for a later sequence number.
+///
+/// Memory ordering: a buffer is fully made (reset, its sequence number
+/// set) before the CAS that installs it in its slot (AcqRel), and found
+/// through an Acquire load of the slot; the active number moves by CAS
+/// (AcqRel) only after the buffer it names is installed, so an Acquire
+/// load of it finds that buffer. A reader checks the buffer's sequence
+/// number: a slot emptied or reused for a later buffer reads as gone.
 pub(crate) struct Log {
-    buffers: Box<[AtomicPtrCell]>,
+    slots: Box<[AtomicPtrCell]>,
     /// The sequence number of the buffer being filled.
     active: AtomicU64,
     capacity: u32,
+    /// Recycled buffers, ready for reuse, and how many buffers exist.
+    pool: std::sync::Arc<std::sync::Mutex<Pool>>,
+    /// The most buffers that may exist at once.
+    budget: usize,
+}
+
+#[derive(Default)]
+struct Pool {
+    free: Vec<LogBuffer>,
+    made: usize,
 }
 
 #[cfg(loom)]
@@ -392,26 +429,45 @@ type AtomicPtrCell = loom::sync::atomic::AtomicPtr<LogBuffer>;
 type AtomicPtrCell = std::sync::atomic::AtomicPtr<LogBuffer>;
 
 impl Log {
-    /// A log of buffers of `capacity` bytes, the first one active.
-    pub fn new(capacity: u32) -> Log {
-        let buffers: Box<[AtomicPtrCell]> =
-            (0..MAX_BUFFERS).map(|_| AtomicPtrCell::default()).collect();
-        buffers[0].store(
+    /// A log of buffers of `capacity` bytes, at most `budget` of them (at
+    /// least 2) in memory at once, the first one active.
+    pub fn new(capacity: u32, budget: usize) -> Log {
+        let slots: Box<[AtomicPtrCell]> = (0..SLOTS).map(|_| AtomicPtrCell::default()).collect();
+        slots[0].store(
             Box::into_raw(Box::new(LogBuffer::new(capacity))),
             Ordering::Release,
         );
         Log {
-            buffers,
+            slots,
             active: AtomicU64::new(0),
             capacity,
+            pool: std::sync::Arc::new(std::sync::Mutex::new(Pool {
+                free: Vec::new(),
+                made: 1,
+            })),
+            budget: budget.clamp(2, SLOTS),
         }
     }
 
-    /// Buffer `seq`, once installed.
+    /// The size of each buffer.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// How many buffers exist (in use or pooled).
+    pub fn buffers(&self) -> usize {
+        self.pool.lock().expect("pool").made
+    }
+
+    /// Buffer `seq`, if it is installed and not recycled. A buffer found
+    /// here stays valid while the caller is pinned (recycling waits for
+    /// a grace period), or until the caller recycles it (the TC Proxy).
     pub fn buffer(&self, seq: u64) -> Option<&LogBuffer> {
-        let p = self.buffers.get(seq as usize)?.load(Ordering::Acquire);
-        // SAFETY: installed buffers live as long as the log.
-        unsafe { p.as_ref() }
+        let p = self.slots[seq as usize % SLOTS].load(Ordering::Acquire);
+        // SAFETY: an installed buffer is freed or reused only after it is
+        // unlinked from its slot and a grace period has passed.
+        let b = unsafe { p.as_ref() }?;
+        (b.seq == seq).then_some(b)
     }
 
     /// The sequence number of the buffer being filled.
@@ -419,15 +475,23 @@ impl Log {
         self.active.load(Ordering::Acquire)
     }
 
-    /// Append `data` (at most one buffer): where it went. `sealed` hears
-    /// the sequence number of each buffer this call sealed (the caller
-    /// must see it flushed); a call may seal more than one, if others
-    /// fill the next buffer while it tries again.
+    /// Append `data` (at most one buffer): where it went, or [`Full`] if
+    /// the log needs a buffer it may not make (nothing was written then).
     ///
     /// # Panics
-    /// If `data` is larger than a buffer, or the log is full (the TC
-    /// Proxy that recycles buffers is not built yet).
-    pub fn append(&self, data: &[u8], sealed: &mut impl FnMut(u64)) -> Lsn {
+    /// If `data` is empty or larger than a buffer.
+    pub fn append(&self, data: &[u8]) -> Result<Lsn, Full> {
+        self.append_with(data, false)
+    }
+
+    /// As [`Log::append`], past the budget if need be: for the records
+    /// that let the log drain (a transaction's outcome), which must never
+    /// wait for the log to drain. Fails only with every slot in use.
+    pub fn append_forced(&self, data: &[u8]) -> Result<Lsn, Full> {
+        self.append_with(data, true)
+    }
+
+    fn append_with(&self, data: &[u8], force: bool) -> Result<Lsn, Full> {
         let len = u32::try_from(data.len()).expect("record fits a buffer");
         assert!(
             len >= 1 && len <= self.capacity,
@@ -441,36 +505,66 @@ impl Log {
                     // SAFETY: our reservation.
                     unsafe { buf.write(at, data) };
                     buf.release();
-                    return (seq << 32) | u64::from(at);
+                    return Ok((seq << 32) | u64::from(at));
                 }
-                Reserved::Sealer => {
-                    sealed(seq);
-                    self.advance(seq);
-                }
-                Reserved::Full => self.advance(seq),
+                Reserved::Sealer | Reserved::Full => self.advance(seq, force)?,
             }
         }
     }
 
-    /// Seal the active buffer now (group commit): its sequence number if
-    /// this call sealed it.
-    pub fn seal_active(&self) -> Option<u64> {
+    /// Seal the active buffer now (group commit), if it holds anything:
+    /// true if this call sealed it. With `force`, the next buffer may go
+    /// past the budget (the TC Proxy does that when the outcomes it needs
+    /// to drain the log are in the active buffer).
+    pub fn seal_active(&self, force: bool) -> Result<bool, Full> {
         let seq = self.active.load(Ordering::Acquire);
-        let sealed = self.buffer(seq)?.seal();
-        self.advance(seq);
-        sealed.then_some(seq)
+        let buf = self.buffer(seq).expect("the active buffer is installed");
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        // The next buffer first: sealing with none to go to would leave
+        // appenders nowhere.
+        self.advance_to(seq, force)?;
+        let sealed = buf.seal();
+        self.advance(seq, force)?;
+        Ok(sealed)
     }
 
     /// Make buffer `seq + 1` active (if `seq` still is), installing it if
-    /// no one has.
-    fn advance(&self, seq: u64) {
-        let next = seq as usize + 1;
-        let slot = self
-            .buffers
-            .get(next)
-            .expect("the log is full: no TC Proxy recycles it yet");
-        if slot.load(Ordering::Acquire).is_null() {
-            let fresh = Box::into_raw(Box::new(LogBuffer::new(self.capacity)));
+    /// no one has (past the budget if `force`).
+    fn advance(&self, seq: u64, force: bool) -> Result<(), Full> {
+        self.advance_to(seq, force)?;
+        let _ = self
+            .active
+            .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire);
+        Ok(())
+    }
+
+    /// Install buffer `seq + 1` if no one has.
+    fn advance_to(&self, seq: u64, force: bool) -> Result<(), Full> {
+        let next = seq + 1;
+        let slot = &self.slots[next as usize % SLOTS];
+        let cur = slot.load(Ordering::Acquire);
+        // SAFETY: as in `buffer`: pinned, or the slot's buffer is live.
+        let installed = unsafe { cur.as_ref() }.is_some_and(|b| b.seq == next);
+        if !installed {
+            if !cur.is_null() {
+                // Buffer `next - SLOTS` is still in use.
+                return Err(Full);
+            }
+            let mut fresh = {
+                let mut pool = self.pool.lock().expect("pool");
+                match pool.free.pop() {
+                    Some(b) => Box::new(b),
+                    None if pool.made < self.budget || force => {
+                        pool.made += 1;
+                        Box::new(LogBuffer::new(self.capacity))
+                    }
+                    None => return Err(Full),
+                }
+            };
+            fresh.reset(next);
+            let fresh = Box::into_raw(fresh);
             if slot
                 .compare_exchange(
                     std::ptr::null_mut(),
@@ -481,26 +575,57 @@ impl Log {
                 .is_err()
             {
                 // SAFETY: never published.
-                drop(unsafe { Box::from_raw(fresh) });
+                let b = unsafe { Box::from_raw(fresh) };
+                self.pool.lock().expect("pool").free.push(*b);
             }
         }
-        let _ = self
-            .active
-            .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire);
+        Ok(())
     }
 
-    /// The `len` bytes at `lsn`, in place (buffers live as long as the
-    /// log: none is recycled yet).
+    /// Recycle buffer `seq` (sealed, scanned, everything in it applied or
+    /// discarded): it leaves its slot now and returns to the pool once
+    /// every thread pinned now has unpinned. Only the TC Proxy calls this,
+    /// once per buffer.
+    pub fn recycle(&self, seq: u64, g: &crossbeam_epoch::Guard) {
+        let slot = &self.slots[seq as usize % SLOTS];
+        let p = slot.load(Ordering::Acquire);
+        assert!(
+            // SAFETY: the caller owns recycling; the buffer is live.
+            unsafe { p.as_ref() }.is_some_and(|b| b.seq == seq),
+            "recycling buffer {seq}, which is not installed"
+        );
+        slot.store(std::ptr::null_mut(), Ordering::Release);
+        let pool = std::sync::Arc::clone(&self.pool);
+        let budget = self.budget;
+        let p = p as usize;
+        // SAFETY: unlinked above; no thread that pins from now on finds
+        // it, and it is returned once.
+        unsafe {
+            g.defer_unchecked(move || {
+                let b = Box::from_raw(p as *mut LogBuffer);
+                let mut pool = pool.lock().expect("pool");
+                // Buffers made past the budget are freed, not pooled.
+                if pool.made > budget {
+                    pool.made -= 1;
+                } else {
+                    pool.free.push(*b);
+                }
+            });
+        }
+    }
+
+    /// The `len` bytes at `lsn`, in place, if its buffer is still in
+    /// memory. They stay valid while the caller is pinned.
     ///
     /// # Safety
     /// They were appended (their `append` happened before this call).
-    pub unsafe fn slice(&self, lsn: Lsn, len: u32) -> &[u8] {
-        let buf = self.buffer(lsn >> 32).expect("an appended record's buffer");
+    pub unsafe fn slice(&self, lsn: Lsn, len: u32) -> Option<&[u8]> {
+        let buf = self.buffer(lsn >> 32)?;
         let at = &buf.bytes[lsn as u32 as usize..(lsn as u32 + len) as usize];
         #[cfg(not(loom))]
         // SAFETY: written and released before (the caller's contract), and
-        // never written again; contiguous cells.
-        return unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) };
+        // not written again before the buffer is recycled; contiguous cells.
+        return Some(unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) });
         #[cfg(loom)]
         {
             let _ = at;
@@ -511,7 +636,8 @@ impl Log {
     /// The `len` bytes at `lsn`.
     ///
     /// # Safety
-    /// They were appended (their `append` happened before this call).
+    /// They were appended (their `append` happened before this call), and
+    /// their buffer is not recycled.
     pub unsafe fn read(&self, lsn: Lsn, len: u32) -> Vec<u8> {
         let buf = self.buffer(lsn >> 32).expect("an appended record's buffer");
         // SAFETY: written and released before (the caller's contract);
@@ -522,7 +648,7 @@ impl Log {
 
 impl Drop for Log {
     fn drop(&mut self) {
-        for b in self.buffers.iter() {
+        for b in self.slots.iter() {
             let p = b.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: the log is going; its buffers are its own.
@@ -537,33 +663,29 @@ mod log_tests {
     use super::*;
 
     /// Threads append records of many sizes: every record reads back
-    /// intact at its LSN, LSNs never overlap, every buffer but the active
-    /// one is sealed exactly once, and each sealed buffer becomes ready
-    /// with its records in it.
+    /// intact at its LSN, LSNs never overlap, and every buffer before the
+    /// active one is sealed with exactly its records in it.
     #[test]
-    fn appends_read_back_and_each_buffer_is_sealed_once() {
-        let log = Log::new(256);
-        let out = std::sync::Mutex::new((Vec::new(), Vec::new()));
+    fn appends_read_back_and_every_buffer_is_sealed() {
+        let log = Log::new(256, SLOTS);
+        let out = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let (log, out) = (&log, &out);
                 s.spawn(move || {
                     let mut mine = Vec::new();
-                    let mut sealed = Vec::new();
                     for n in 0..2_000u64 {
                         let len = 1 + ((n * 31 + t * 7) % 40) as usize;
                         let rec: Vec<u8> =
                             (0..len).map(|i| (t * 50 + n + i as u64) as u8).collect();
-                        let lsn = log.append(&rec, &mut |s| sealed.push(s));
+                        let lsn = log.append(&rec).expect("room");
                         mine.push((lsn, rec));
                     }
-                    let mut o = out.lock().unwrap();
-                    o.0.extend(mine);
-                    o.1.extend(sealed);
+                    out.lock().unwrap().extend(mine);
                 });
             }
         });
-        let (mut recs, mut sealed) = out.into_inner().unwrap();
+        let mut recs = out.into_inner().unwrap();
         recs.sort_unstable_by_key(|r| r.0);
         for w in recs.windows(2) {
             let (a, b) = (&w[0], &w[1]);
@@ -575,13 +697,7 @@ mod log_tests {
             // SAFETY: appended above.
             assert_eq!(&unsafe { log.read(*lsn, rec.len() as u32) }, rec);
         }
-        sealed.sort_unstable();
         let active = log.active();
-        assert_eq!(
-            sealed,
-            (0..active).collect::<Vec<_>>(),
-            "each buffer sealed once"
-        );
         for seq in 0..active {
             let len = log.buffer(seq).unwrap().ready().expect("sealed, no users");
             let end = recs
@@ -592,7 +708,45 @@ mod log_tests {
                 .unwrap_or(0);
             assert_eq!(len, end, "buffer {seq} holds exactly its records");
         }
-        assert_eq!(log.seal_active(), Some(active));
+        assert_eq!(log.seal_active(false), Ok(true));
         assert_eq!(log.active(), active + 1);
+        assert_eq!(log.seal_active(false), Ok(false), "nothing in it to seal");
+    }
+
+    /// With a budget of 3 buffers the log fills; recycled buffers are
+    /// reused (only after the grace period), under later sequence
+    /// numbers, and a recycled buffer reads as gone.
+    #[test]
+    fn recycled_buffers_are_reused_and_read_as_gone() {
+        let log = Log::new(16, 3);
+        let mut lsns = Vec::new();
+        let full = loop {
+            match log.append(&[7; 10]) {
+                Ok(lsn) => lsns.push(lsn),
+                Err(Full) => break lsns.len(),
+            }
+        };
+        assert_eq!(full, 3, "three buffers of one 10-byte record each");
+        assert_eq!(log.buffers(), 3);
+        let g = crossbeam_epoch::pin();
+        log.recycle(0, &g);
+        // SAFETY: appended.
+        assert!(unsafe { log.slice(lsns[0], 10) }.is_none(), "gone");
+        assert_eq!(
+            log.append(&[8; 10]),
+            Err(Full),
+            "not reused while a pinned thread might still read it"
+        );
+        drop(g);
+        let lsn = (0..10_000)
+            .find_map(|_| {
+                crossbeam_epoch::pin().flush();
+                log.append(&[9; 10]).ok()
+            })
+            .expect("reused after the grace period");
+        assert_eq!(lsn >> 32, 3, "under the next sequence number");
+        assert_eq!(log.buffers(), 3, "no new buffer made");
+        // SAFETY: appended.
+        assert_eq!(unsafe { log.slice(lsn, 10) }, Some(&[9u8; 10][..]));
     }
 }

@@ -13,10 +13,14 @@
 //!   (prepend by CAS; removal marks, then unlinks).
 //! * [`tc`]: the transaction component joining them: timestamp-order
 //!   transactions whose versions are their redo records in the log, and
-//!   scans over an ordered index per table (in memory; see its notes).
+//!   scans over an ordered index per table (see its notes for what is
+//!   not built yet).
+//! * `proxy`: §4's TC Proxy, which applies committed operations to the
+//!   data component and recycles log buffers.
+//! * [`dc`]: the data component interface, and its in-memory back end.
 
-// Parts the TC does not use yet (early sealing for group commit, whole-
-// buffer reads for the flusher) are built and tested ahead of it.
+// Parts the TC does not use yet (whole-buffer reads, for the flusher)
+// are built and tested ahead of it.
 #[allow(dead_code)]
 pub(crate) mod log;
 
@@ -29,4 +33,6 @@ pub(crate) mod record;
 #[allow(dead_code)]
 pub(crate) mod table;
 
+pub mod dc;
+mod proxy;
 pub mod tc;

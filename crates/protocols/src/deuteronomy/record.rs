@@ -37,9 +37,9 @@ use granary_api::AbortReason;
 use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicPtr, AtomicU8};
+use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicPtr, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
 
 /// Version states.
 pub(crate) const ACTIVE: u8 = 0;
@@ -64,6 +64,8 @@ pub(crate) struct Record {
     /// version.
     read_ts: AtomicU64,
     head: AtomicPtr<Version>,
+    /// Held by the one thread trimming the version list.
+    trimming: AtomicBool,
 }
 
 /// What a read found.
@@ -104,6 +106,7 @@ impl Record {
         Record {
             read_ts: AtomicU64::new(0),
             head: AtomicPtr::default(),
+            trimming: AtomicBool::new(false),
         }
     }
 
@@ -240,6 +243,82 @@ impl Record {
     }
 }
 
+impl Record {
+    /// Garbage collection (§2.4, §4.4): unlink the newest committed
+    /// version that `applied` accepts (the data component has it) and
+    /// every version below it, pushing them onto `out` for the caller to
+    /// free after a grace period. Returns how many it unlinked.
+    ///
+    /// This is safe when the TC Proxy applies a transaction only once
+    /// every transaction older than it has finished (see `tc`): then every
+    /// applied version is older than every running transaction, so each
+    /// reader sees the newest applied version or a newer one still listed,
+    /// and a reader that finds nothing at its timestamp reads the data
+    /// component, which holds exactly the newest applied version.
+    ///
+    /// One thread trims a record at a time (another skips it): unlinking
+    /// only ever cuts the list's tail, by a CAS on the head (racing a
+    /// prepend, which then retries) or a store to a `next` that no one
+    /// else writes.
+    pub fn trim(&self, applied: impl Fn(&Version) -> bool, out: &mut Vec<*mut Version>) -> usize {
+        if self
+            .trimming
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return 0;
+        }
+        let mut n = 0;
+        let mut prev: Option<&Version> = None;
+        let mut v = self.head.load(Ordering::Acquire);
+        // SAFETY: versions stay allocated while the caller is pinned.
+        while let Some(ver) = unsafe { v.as_ref() } {
+            if ver.state.load(Ordering::Acquire) == COMMITTED && applied(ver) {
+                let cut = match prev {
+                    None => self
+                        .head
+                        .compare_exchange(
+                            v,
+                            std::ptr::null_mut(),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok(),
+                    Some(p) => {
+                        p.next.store(std::ptr::null_mut(), Ordering::Release);
+                        true
+                    }
+                };
+                if cut {
+                    while !v.is_null() {
+                        out.push(v);
+                        n += 1;
+                        // SAFETY: unlinked by us alone; not yet freed.
+                        v = unsafe { &*v }.next.load(Ordering::Acquire);
+                    }
+                }
+                break;
+            }
+            prev = Some(ver);
+            v = ver.next.load(Ordering::Acquire);
+        }
+        self.trimming.store(false, Ordering::Release);
+        n
+    }
+
+    /// How many versions it lists (tests, statistics).
+    pub fn len(&self) -> usize {
+        let mut n = 0;
+        let mut v = self.head.load(Ordering::Acquire);
+        // SAFETY: as in `trim`.
+        while let Some(ver) = unsafe { v.as_ref() } {
+            n += 1;
+            v = ver.next.load(Ordering::Acquire);
+        }
+        n
+    }
+}
+
 impl Drop for Record {
     fn drop(&mut self) {
         let mut v = self.head.load(Ordering::Relaxed);
@@ -316,6 +395,31 @@ mod tests {
         commit(r.write(30, 300).unwrap());
         assert_eq!(payload(r.read(20)), Some(100));
         assert_eq!(r.write(15, 150).unwrap_err(), AbortReason::WriteConflict);
+    }
+
+    #[test]
+    fn trimming_cuts_the_newest_applied_version_and_everything_older() {
+        let r = Record::new();
+        for ts in [10, 20, 30] {
+            commit(r.write(ts, ts * 10).unwrap());
+        }
+        let running = r.write(40, 400).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(r.trim(|v| v.creator < 5, &mut out), 0, "nothing applied");
+        assert_eq!(r.trim(|v| v.creator <= 20, &mut out), 2, "20 and 10");
+        assert_eq!(r.len(), 2);
+        assert_eq!(payload(r.read(35)), Some(300));
+        assert_eq!(r.read(15), Seen::Nothing, "read from the data component");
+        // The running version is never cut, even if `applied` says so.
+        assert_eq!(r.trim(|_| true, &mut out), 1, "only 30");
+        assert_eq!(r.len(), 1);
+        running.state.store(COMMITTED, Ordering::Release);
+        assert_eq!(r.trim(|_| true, &mut out), 1, "the head itself");
+        assert_eq!(r.len(), 0);
+        for v in out {
+            // SAFETY: unlinked, single-threaded test.
+            drop(unsafe { Box::from_raw(v) });
+        }
     }
 
     #[test]

@@ -48,6 +48,11 @@ impl Item {
         &self.key
     }
 
+    /// The item's table.
+    pub fn table(&self) -> TableId {
+        self.table
+    }
+
     fn is(&self, hash: u64, t: TableId, key: &[u8]) -> bool {
         self.hash == hash && self.table == t && *self.key == *key
     }
@@ -219,6 +224,27 @@ impl MvccTable {
                 }
                 prev = &item.next;
                 cur = next;
+            }
+        }
+    }
+
+    /// How many buckets it has.
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Call `f` on each live item in buckets `from..to` (clamped), without
+    /// unlinking anything (a garbage collector's sweep, §6.5).
+    pub fn for_each_in(&self, from: usize, to: usize, mut f: impl FnMut(&Item)) {
+        let to = to.min(self.buckets.len());
+        for b in self.buckets.get(from..to).unwrap_or_default() {
+            let mut cur = b.load(Ordering::Acquire) & !REMOVED;
+            // SAFETY: as in `walk`.
+            while let Some(item) = unsafe { (cur as *const Item).as_ref() } {
+                if !item.removed() && item.ready.load(Ordering::Acquire) {
+                    f(item);
+                }
+                cur = item.next.load(Ordering::Acquire) & !REMOVED;
             }
         }
     }

@@ -1,11 +1,41 @@
 //! The transaction component (§2): transactions in timestamp order over
 //! the MVCC hash table, their versions written straight into the recovery
-//! log's buffers (§3.1: the redo record is the version).
+//! log's buffers (§3.1: the redo record is the version), over a data
+//! component (`dc`) that the TC Proxy (`proxy`) keeps up to date.
 //!
-//! **In progress** (issue 21): the log lives in memory and is never
-//! written out, recycled or trimmed (no TC Proxy, no data component, no
-//! garbage collection yet), so commits are acknowledged as soon as their
-//! commit record is in a buffer and the log grows with every write.
+//! **In progress** (issue 21): the log is not yet written to disk (so
+//! nothing survives the process, and commits are acknowledged once their
+//! commit record is in a buffer), there is no read cache (§3.3: a version
+//! no longer in the log is read from the DC each time), and record items
+//! are never evicted (versions are).
+//!
+//! **The transaction table** (§2.1) is one cache line per runner holding
+//! the timestamp of its running transaction; the oldest active
+//! transaction (OAT) is the least of them and of the next timestamp. A
+//! runner publishes a lower bound (the next timestamp, read) before it
+//! takes its timestamp, so an OAT computed meanwhile is never above it.
+//!
+//! **Versions leave the TC only once the DC holds them.** The TC Proxy
+//! applies a committed transaction to the DC only once every older
+//! transaction has finished (its timestamp is below the OAT). So every
+//! version the DC holds is older than every running transaction, and:
+//! a reader that finds no version at its timestamp in the MVCC table (or
+//! finds one whose log buffer was recycled) reads the DC, which holds
+//! exactly the newest version it should see (garbage collection cuts a
+//! version list only from the newest applied version down; see
+//! `record::Record::trim`). **Deviation:** §4.3 applies committed
+//! operations at once, and its garbage collection rule (§2.4 case 2)
+//! keeps only the version the OAT sees; a reader older than a later,
+//! already applied write would then read that write from the DC. Holding
+//! application back to the OAT closes that window at the price of a
+//! delay of one transaction's length.
+//!
+//! **Aborts are logged** (an abort record, for a transaction that wrote),
+//! so the TC Proxy learns every outcome from the log alone.
+//!
+//! **Shedding load** (§6.5): a writer that finds the log at its budget
+//! waits briefly for the TC Proxy to recycle a buffer, then aborts with
+//! [`AbortReason::Overloaded`]. Outcome records are always appended.
 //!
 //! Scans (ours: the paper's TC is a key-value store) walk an ordered index
 //! per table that maps each key to its MVCC item, and read every item
@@ -19,39 +49,112 @@
 //! the item starts with the scan's timestamp; so no transaction older
 //! than a scan ever writes a key into the range it scanned. The price: a
 //! new key written by a transaction older than the table's latest scan
-//! aborts, wherever the key is.
+//! aborts, wherever the key is. (Every key written through the TC has an
+//! item, and items are not evicted yet, so the index sees every key.)
 //!
 //! A log record is `kind (1) | ts (8) | table (4) | key length (4) |
 //! value length (4, u32::MAX for a deletion) | key | value` for a version,
-//! `kind (1) | ts (8)` for a commit. A version item's payload is its
-//! record's LSN.
+//! `kind (1) | ts (8)` for a commit or an abort. A version item's payload
+//! is its record's LSN.
 
+use std::cell::{Cell, UnsafeCell};
 use std::ops::Bound;
-use std::sync::atomic::AtomicU64 as StdAtomicU64;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64 as StdAtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
 
+use crossbeam_utils::CachePadded;
 use granary_api::{AbortReason, Engine, Error, Stats, TableId, Tx, TxError, TxRunner};
 
+use super::dc::{DataComponent, MemoryDc};
 use super::log::{Log, Lsn};
 use super::record::{Seen, Version, ABORTED, COMMITTED};
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
-use crate::reclaim::Pin;
+use crate::reclaim::{retire_all, Pin};
 use crate::scan::{visit, Batch as ScanBatch};
 use crate::sync::{backoff, AtomicU64, Ordering};
 use granary_index::Tree;
 
 /// Record kinds.
-const VERSION: u8 = 1;
-const COMMIT: u8 = 2;
+pub(super) const VERSION: u8 = 1;
+pub(super) const COMMIT: u8 = 2;
+pub(super) const ABORT: u8 = 3;
 /// A version record's header: kind, ts, table, key length, value length.
-const HEADER: usize = 1 + 8 + 4 + 4 + 4;
+pub(super) const HEADER: usize = 1 + 8 + 4 + 4 + 4;
+/// An outcome record: kind, ts.
+pub(super) const OUTCOME: usize = 1 + 8;
 /// The value length of a deletion.
-const DELETED: u32 = u32::MAX;
+pub(super) const DELETED: u32 = u32::MAX;
 
-/// Log buffers of 4 MiB: a record (1 MiB value, 1 KiB key at most) fits.
-const BUFFER: u32 = 4 << 20;
+/// The most runners at once (slots of the transaction table).
+const MAX_RUNNERS: usize = 1024;
+/// A transaction-table slot with no transaction running.
+const IDLE: u64 = u64::MAX;
+/// Buckets swept per transaction past the hard watermark.
+const SWEEP: usize = 64;
+
+/// How a TC is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Bytes per log buffer (a record — 1 KiB key, 1 MiB value at most —
+    /// must fit one).
+    pub buffer_bytes: u32,
+    /// The most log buffers in memory at once: the log's share of the
+    /// version cache (§3.1).
+    pub log_buffers: usize,
+    /// MVCC versions past which runners trim the version lists of the
+    /// records they touch (§6.5's soft watermark).
+    pub soft_versions: usize,
+    /// MVCC versions past which runners also sweep the table (§6.5's
+    /// hard watermark).
+    pub hard_versions: usize,
+    /// Group commit: how long the TC Proxy lets a buffer with data wait
+    /// unsealed when nothing else is sealed, in microseconds.
+    pub seal_after_us: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            buffer_bytes: 4 << 20,
+            log_buffers: 64,
+            soft_versions: 1 << 20,
+            hard_versions: 4 << 20,
+            seal_after_us: 200,
+        }
+    }
+}
+
+impl Config {
+    /// Whether the sizes make sense together.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] saying which does not.
+    pub fn validate(&self) -> Result<(), Error> {
+        let min = (HEADER + granary_api::MAX_KEY_BYTES + granary_api::MAX_VALUE_BYTES) as u64;
+        if u64::from(self.buffer_bytes) < min || self.buffer_bytes > super::log::MAX_BUFFER {
+            return Err(Error::InvalidOption(format!(
+                "log buffers of {} bytes: they must hold the largest record ({min} bytes) \
+                 and be at most {} bytes",
+                self.buffer_bytes,
+                super::log::MAX_BUFFER
+            )));
+        }
+        if self.log_buffers < 2 {
+            return Err(Error::InvalidOption(
+                "the log needs at least 2 buffers (one filling, one draining)".into(),
+            ));
+        }
+        if self.soft_versions > self.hard_versions {
+            return Err(Error::InvalidOption(format!(
+                "the soft watermark ({}) is above the hard one ({})",
+                self.soft_versions, self.hard_versions
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// A table: its ordered index (key → MVCC item), for scans, and the
 /// timestamp of its latest scan.
@@ -60,20 +163,106 @@ struct Table {
     scan_ts: AtomicU64,
 }
 
-struct Shared {
+pub(super) struct Shared {
     tables: Catalog<Table>,
-    mvcc: MvccTable,
-    log: Log,
+    pub(super) mvcc: MvccTable,
+    pub(super) log: Log,
+    pub(super) dc: Box<dyn DataComponent>,
+    pub(super) config: Config,
     /// The next transaction's timestamp (its id).
     next_ts: StdAtomicU64,
+    /// The transaction table (§2.1): each runner's running timestamp, or
+    /// [`IDLE`].
+    slots: Box<[CachePadded<StdAtomicU64>]>,
+    claimed: Mutex<Vec<bool>>,
+    /// O-LSN (§4.4): every operation below it is applied at the DC or
+    /// discarded. Published by the TC Proxy.
+    pub(super) o_lsn: StdAtomicU64,
+    /// Versions in the MVCC table (created less trimmed), as runners
+    /// report them after each transaction.
+    pub(super) versions: AtomicI64,
+    /// Past the soft / hard watermark (set by the TC Proxy).
+    pub(super) over_soft: AtomicBool,
+    pub(super) over_hard: AtomicBool,
+    /// The next bucket a sweep takes.
+    sweep: AtomicUsize,
+    /// Why the TC stopped (the DC failed): every later call fails.
+    pub(super) broken: Mutex<Option<String>>,
+    pub(super) is_broken: AtomicBool,
+    pub(super) stop: AtomicBool,
+    /// Counters for reports.
+    pub(super) metrics: Metrics,
     /// Writers ignore read timestamps: the test-only mutant (NOT
     /// serializable), which the checker must catch.
     ignore_reads: bool,
+    /// The TC Proxy applies committed transactions at once, not held
+    /// back to the OAT: the test-only mutant of garbage collection (NOT
+    /// serializable).
+    pub(super) apply_at_once: bool,
 }
 
-/// A Deuteronomy TC, in memory (see the module's notes).
+/// What a TC has done, for reports (§6.3: where reads were served).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Reads served from a log buffer (the version cache).
+    pub log_reads: StdAtomicU64,
+    /// Reads that went to the DC.
+    pub dc_reads: StdAtomicU64,
+    /// Operations the TC Proxy applied at the DC, and in how many
+    /// batches.
+    pub applied: StdAtomicU64,
+    pub batches: StdAtomicU64,
+    /// Log buffers scanned and recycled by the TC Proxy.
+    pub recycled: StdAtomicU64,
+    /// Versions trimmed by garbage collection.
+    pub trimmed: StdAtomicU64,
+}
+
+/// A snapshot of [`Metrics`] and sizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub log_reads: u64,
+    pub dc_reads: u64,
+    pub applied: u64,
+    pub batches: u64,
+    pub recycled: u64,
+    pub trimmed: u64,
+    /// MVCC versions now (created less trimmed).
+    pub versions: i64,
+    /// Log buffers in memory now.
+    pub log_buffers: usize,
+}
+
+impl Shared {
+    /// The oldest active transaction (§2.1): no running transaction, and
+    /// none that starts from now on, has a timestamp below it.
+    pub(super) fn oat(&self) -> u64 {
+        let mut m = self.next_ts.load(std::sync::atomic::Ordering::SeqCst);
+        for s in self.slots.iter() {
+            m = m.min(s.load(std::sync::atomic::Ordering::SeqCst));
+        }
+        m
+    }
+
+    pub(super) fn fail(&self, why: String) {
+        self.broken.lock().expect("broken").get_or_insert(why);
+        self.is_broken
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn check_broken(&self) -> Result<(), Error> {
+        if self.is_broken.load(std::sync::atomic::Ordering::Acquire) {
+            let why = self.broken.lock().expect("broken").clone();
+            return Err(Error::Poisoned(why.unwrap_or_default()));
+        }
+        Ok(())
+    }
+}
+
+/// A Deuteronomy TC over a data component (see the module's notes).
 pub struct Tc {
     s: Arc<Shared>,
+    proxy: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Default for Tc {
@@ -83,9 +272,17 @@ impl Default for Tc {
 }
 
 impl Tc {
-    /// An empty TC.
+    /// A TC with the default sizes, over an empty memory DC.
     pub fn new() -> Tc {
-        Tc::make(false)
+        Tc::with(Config::default(), Box::new(MemoryDc::new())).expect("the default config is valid")
+    }
+
+    /// A TC sized by `config` over `dc`.
+    ///
+    /// # Errors
+    /// An invalid config, or the TC Proxy's thread could not start.
+    pub fn with(config: Config, dc: Box<dyn DataComponent>) -> Result<Tc, Error> {
+        Tc::make(config, dc, false, false)
     }
 
     /// A broken TC whose writers ignore read timestamps (NOT
@@ -93,23 +290,97 @@ impl Tc {
     /// catch.
     #[cfg(feature = "mutant")]
     pub fn mutant_ignoring_reads() -> Tc {
-        Tc::make(true)
+        Tc::make(Config::default(), Box::new(MemoryDc::new()), true, false).expect("valid")
     }
 
-    fn make(ignore_reads: bool) -> Tc {
-        Tc {
-            s: Arc::new(Shared {
-                tables: Catalog::default(),
-                mvcc: MvccTable::new(20),
-                log: Log::new(BUFFER),
-                next_ts: StdAtomicU64::new(1),
-                ignore_reads,
-            }),
+    /// A broken TC whose TC Proxy applies committed transactions without
+    /// waiting for older ones to finish, so readers may find a younger
+    /// transaction's write in the DC (NOT serializable; test-only
+    /// `mutant` builds).
+    #[cfg(feature = "mutant")]
+    pub fn mutant_applying_at_once(config: Config) -> Result<Tc, Error> {
+        Tc::make(config, Box::new(MemoryDc::new()), false, true)
+    }
+
+    fn make(
+        config: Config,
+        dc: Box<dyn DataComponent>,
+        ignore_reads: bool,
+        apply_at_once: bool,
+    ) -> Result<Tc, Error> {
+        config.validate()?;
+        let s = Arc::new(Shared {
+            tables: Catalog::default(),
+            mvcc: MvccTable::new(20),
+            log: Log::new(config.buffer_bytes, config.log_buffers),
+            dc,
+            config,
+            next_ts: StdAtomicU64::new(1),
+            slots: (0..MAX_RUNNERS)
+                .map(|_| CachePadded::new(StdAtomicU64::new(IDLE)))
+                .collect(),
+            claimed: Mutex::new(vec![false; MAX_RUNNERS]),
+            o_lsn: StdAtomicU64::new(0),
+            versions: AtomicI64::new(0),
+            over_soft: AtomicBool::new(false),
+            over_hard: AtomicBool::new(false),
+            sweep: AtomicUsize::new(0),
+            broken: Mutex::new(None),
+            is_broken: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            metrics: Metrics::default(),
+            ignore_reads,
+            apply_at_once,
+        });
+        let proxy = {
+            let s = Arc::clone(&s);
+            std::thread::Builder::new()
+                .name("tc-proxy".into())
+                .spawn(move || super::proxy::run(&s))
+                .map_err(Error::Io)?
+        };
+        Ok(Tc {
+            s,
+            proxy: Some(proxy),
+        })
+    }
+
+    /// What it has done so far, and its sizes.
+    pub fn report(&self) -> Report {
+        let m = &self.s.metrics;
+        let l = |c: &StdAtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        Report {
+            log_reads: l(&m.log_reads),
+            dc_reads: l(&m.dc_reads),
+            applied: l(&m.applied),
+            batches: l(&m.batches),
+            recycled: l(&m.recycled),
+            trimmed: l(&m.trimmed),
+            versions: self.s.versions.load(std::sync::atomic::Ordering::Relaxed),
+            log_buffers: self.s.log.buffers(),
+        }
+    }
+
+    /// Its data component.
+    pub fn dc(&self) -> &dyn DataComponent {
+        &*self.s.dc
+    }
+}
+
+impl Drop for Tc {
+    fn drop(&mut self) {
+        self.s
+            .stop
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(p) = self.proxy.take() {
+            p.thread().unpark();
+            let _ = p.join();
         }
     }
 }
 
-/// Items are never unlinked yet (no garbage collection): nothing to free.
+/// Items are never unlinked yet (versions are, records not): nothing to
+/// free.
 struct Keep;
 
 impl Retire for Keep {
@@ -133,30 +404,91 @@ impl Engine for Tc {
     }
 
     fn runner(&self) -> Result<Runner, Error> {
+        let slot = {
+            let mut c = self.s.claimed.lock().expect("claimed");
+            let i = c
+                .iter()
+                .position(|&b| !b)
+                .ok_or(Error::TooManyWorkers { max: MAX_RUNNERS })?;
+            c[i] = true;
+            i
+        };
         Ok(Runner {
             s: Arc::clone(&self.s),
+            slot,
             stats: Stats::default(),
             last_ts: 0,
             writes: Vec::new(),
             record: Vec::new(),
+            arena: Arena::default(),
+            trimmed: Vec::new(),
         })
+    }
+}
+
+/// Values read from the DC, kept for the length of a transaction (the
+/// body holds slices of them). Buffers are reused across transactions.
+#[derive(Default)]
+struct Arena {
+    bufs: UnsafeCell<Vec<Vec<u8>>>,
+    used: Cell<usize>,
+}
+
+impl Arena {
+    fn clear(&mut self) {
+        self.used.set(0);
+    }
+
+    /// Fill a fresh buffer with `f` (true: a value) and keep it.
+    fn keep<E>(&self, f: impl FnOnce(&mut Vec<u8>) -> Result<bool, E>) -> Result<Option<&[u8]>, E> {
+        let i = self.used.get();
+        // SAFETY: one thread uses an arena; buffers before `i` are never
+        // touched again until `clear` (which takes `&mut self`, so no
+        // slice is alive), so the slices handed out stay valid: they
+        // point into those buffers' heap blocks, which a push to the
+        // outer vector does not move.
+        let bufs = unsafe { &mut *self.bufs.get() };
+        if i == bufs.len() {
+            bufs.push(Vec::new());
+        }
+        let b = &mut bufs[i];
+        if !f(b)? {
+            return Ok(None);
+        }
+        self.used.set(i + 1);
+        // SAFETY: as above.
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts(b.as_ptr(), b.len())
+        }))
     }
 }
 
 /// A thread's handle on the TC.
 pub struct Runner {
     s: Arc<Shared>,
+    /// Its slot in the transaction table.
+    slot: usize,
     stats: Stats,
     last_ts: u64,
     /// The running transaction's versions (reused).
     writes: Vec<*const Version>,
     /// Scratch for a log record (reused).
     record: Vec<u8>,
+    arena: Arena,
+    /// Versions trimmed by the running transaction, freed at its end.
+    trimmed: Vec<*mut Version>,
 }
 
 // SAFETY: the version pointers refer to items of the shared table, which
 // live as long as it; a runner is used by one thread at a time.
 unsafe impl Send for Runner {}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.s.slots[self.slot].store(IDLE, std::sync::atomic::Ordering::SeqCst);
+        self.s.claimed.lock().expect("claimed")[self.slot] = false;
+    }
+}
 
 /// A transaction at its timestamp.
 pub struct Txn<'a> {
@@ -164,16 +496,33 @@ pub struct Txn<'a> {
     ts: u64,
     writes: &'a mut Vec<*const Version>,
     record: &'a mut Vec<u8>,
+    arena: &'a Arena,
+    trimmed: &'a mut Vec<*mut Version>,
+    /// O-LSN when the transaction began: versions below it are applied.
+    o_lsn: u64,
+    /// Trim the records it touches (past the soft watermark).
+    trim: bool,
+    /// It appended version records (so it owes an outcome record).
+    logged: bool,
+}
+
+/// Free a trimmed version.
+///
+/// # Safety
+/// `p` is an unlinked version, past its grace period, freed once.
+unsafe fn free_version(p: usize) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p as *mut Version) });
 }
 
 impl<'a> Txn<'a> {
     /// The item of `key`, made if it has none (a read of an absent key
     /// must still hold off older writers of it).
-    fn item(&self, t: TableId, key: &[u8]) -> Result<&'a Item, TxError> {
+    fn item(&mut self, t: TableId, key: &[u8]) -> Result<&'a Item, TxError> {
         check_key(key)?;
         let s: &'a Shared = self.s;
         let table = s.tables.get(t)?;
-        Ok(s.mvcc.find_or_insert_with(t, key, &mut Keep, |item| {
+        let item = s.mvcc.find_or_insert_with(t, key, &mut Keep, |item| {
             // A new item: into the table's index, then held off from
             // writers older than the table's latest scan (see the
             // module's notes).
@@ -183,7 +532,18 @@ impl<'a> Txn<'a> {
                 .insert(key, item as *const Item as u64, &mut Pin(&g));
             item.record
                 .hold_reads_below(table.scan_ts.fetch_add(0, Ordering::AcqRel));
-        }))
+        });
+        if self.trim {
+            self.trim_item(item);
+        }
+        Ok(item)
+    }
+
+    /// Garbage-collect `item`'s versions that the DC holds (§2.4).
+    fn trim_item(&mut self, item: &Item) {
+        let o_lsn = self.o_lsn;
+        item.record
+            .trim(|v| v.payload.load(Ordering::Acquire) < o_lsn, self.trimmed);
     }
 
     /// The version of `item` visible at our timestamp, waiting for an
@@ -200,26 +560,49 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// The value in the version record at `lsn` (`None`: a deletion).
-    fn value(&self, lsn: Lsn) -> Option<&'a [u8]> {
+    /// The value of `item` as version `v` has it (`None`: nothing in the
+    /// MVCC table at our timestamp), `None` for a deletion or an absent
+    /// key: from the log if `v`'s buffer is still in memory, else from
+    /// the DC (see the module's notes).
+    fn value(&self, item: &Item, v: Option<&Version>) -> Result<Option<&'a [u8]>, TxError> {
         let s: &'a Shared = self.s;
-        // SAFETY: a published version's record was appended before it.
-        let header = unsafe { s.log.slice(lsn, HEADER as u32) };
-        let klen = u32::from_le_bytes(header[13..17].try_into().expect("4 bytes"));
-        let vlen = u32::from_le_bytes(header[17..21].try_into().expect("4 bytes"));
-        if vlen == DELETED {
-            return None;
+        if let Some(v) = v {
+            if let Some(found) = from_log(&s.log, v.payload.load(Ordering::Acquire)) {
+                s.metrics
+                    .log_reads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Ok(found);
+            }
         }
-        let at = lsn + HEADER as u64 + u64::from(klen);
-        // SAFETY: as above.
-        Some(unsafe { s.log.slice(at, vlen) })
+        s.metrics
+            .dc_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let arena: &'a Arena = self.arena;
+        arena
+            .keep(|out| {
+                s.dc.get(item.table().index(), item.key(), out)
+                    .map(|l| l.is_some())
+            })
+            .map_err(TxError::Failed)
     }
 
-    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+    fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&'a [u8]>, TxError> {
         let item = self.item(t, key)?;
-        Ok(self
-            .visible(item)
-            .and_then(|v| self.value(v.payload.load(Ordering::Acquire))))
+        let v = self.visible(item);
+        self.value(item, v)
+    }
+
+    /// Append `r` to the log, waiting briefly for room, then shedding
+    /// load (§6.5).
+    fn append(&mut self, record: &[u8]) -> Result<Lsn, TxError> {
+        let mut spins = 0;
+        loop {
+            match self.s.log.append(record) {
+                Ok(lsn) => return Ok(lsn),
+                Err(_) if spins < 256 => backoff(&mut spins),
+                Err(_) => return Err(TxError::Conflict(AbortReason::Overloaded)),
+            }
+        }
     }
 
     /// Write `value` (`None`: delete) as our version of `key`: its redo
@@ -230,7 +613,7 @@ impl<'a> Txn<'a> {
             check_value(v)?;
         }
         let item = self.item(t, key)?;
-        let r = &mut *self.record;
+        let mut r = std::mem::take(self.record);
         r.clear();
         r.push(VERSION);
         r.extend_from_slice(&self.ts.to_le_bytes());
@@ -239,7 +622,10 @@ impl<'a> Txn<'a> {
         r.extend_from_slice(&value.map_or(DELETED, |v| v.len() as u32).to_le_bytes());
         r.extend_from_slice(key);
         r.extend_from_slice(value.unwrap_or_default());
-        let lsn = self.s.log.append(r, &mut |_| {});
+        let lsn = self.append(&r);
+        *self.record = r;
+        let lsn = lsn?;
+        self.logged = true;
         let v = item
             .record
             .write_checked(self.ts, lsn, !self.s.ignore_reads)
@@ -250,6 +636,22 @@ impl<'a> Txn<'a> {
         }
         Ok(())
     }
+}
+
+/// The value in the version record at `lsn` (`Some(None)`: a deletion),
+/// if its buffer is still in memory.
+fn from_log(log: &Log, lsn: Lsn) -> Option<Option<&[u8]>> {
+    // SAFETY: a published version's record was appended before it; the
+    // caller is pinned, so a buffer found stays.
+    let header = unsafe { log.slice(lsn, HEADER as u32) }?;
+    let klen = u32::from_le_bytes(header[13..17].try_into().expect("4 bytes"));
+    let vlen = u32::from_le_bytes(header[17..21].try_into().expect("4 bytes"));
+    if vlen == DELETED {
+        return Some(None);
+    }
+    let at = lsn + HEADER as u64 + u64::from(klen);
+    // SAFETY: as above.
+    unsafe { log.slice(at, vlen) }.map(Some)
 }
 
 impl Tx for Txn<'_> {
@@ -303,11 +705,9 @@ impl Tx for Txn<'_> {
             &Pin(&g),
             |_, c| {
                 // SAFETY: items are never freed while the TC lives (no
-                // garbage collection yet).
+                // record eviction yet).
                 let item = unsafe { &*(c as *const Item) };
-                Ok(this
-                    .visible(item)
-                    .and_then(|v| this.value(v.payload.load(Ordering::Acquire))))
+                this.value(item, this.visible(item))
             },
             f,
         )
@@ -321,34 +721,83 @@ impl TxRunner for Runner {
         &mut self,
         body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
-        let ts = self
-            .s
-            .next_ts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        use std::sync::atomic::Ordering as O;
+        self.s.check_broken()?;
+        // Pinned for the whole transaction: the log buffers and versions
+        // it holds slices of and pointers to stay (§5.2's one epoch
+        // enter/exit per operation; see ARCHITECTURE.md).
+        let g = crossbeam_epoch::pin();
+        let slot = &self.s.slots[self.slot];
+        // A lower bound first, then the timestamp (see the module's
+        // notes on the transaction table).
+        slot.store(self.s.next_ts.load(O::SeqCst), O::SeqCst);
+        let ts = self.s.next_ts.fetch_add(1, O::SeqCst);
+        slot.store(ts, O::SeqCst);
         self.writes.clear();
+        self.arena.clear();
+        let trim = self.s.over_soft.load(O::Relaxed);
+        let o_lsn = self.s.o_lsn.load(O::Acquire);
         let mut tx = Txn {
             s: &self.s,
             ts,
             writes: &mut self.writes,
             record: &mut self.record,
+            arena: &self.arena,
+            trimmed: &mut self.trimmed,
+            o_lsn,
+            trim,
+            logged: false,
         };
+        if self.s.over_hard.load(O::Relaxed) {
+            // §6.5's hard watermark: sweep a slice of the table.
+            let n = self.s.mvcc.buckets();
+            let from = self.s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
+            let s = tx.s;
+            s.mvcc
+                .for_each_in(from, from + SWEEP, |item| tx.trim_item(item));
+        }
         let r = body(&mut tx);
+        let logged = tx.logged;
         let state = match r {
             Ok(_) => COMMITTED,
             Err(_) => ABORTED,
         };
-        if state == COMMITTED && !self.writes.is_empty() {
+        let mut outcome = Ok(());
+        if logged {
             // §2.3.1 fast commit: committed once the commit record is in
-            // a buffer. (Read-only transactions write none: everything
-            // here is as durable as it will get, in memory.)
+            // a buffer (the log is not written out yet: see the module's
+            // notes). Read-only transactions write none.
             self.record.clear();
-            self.record.push(COMMIT);
+            self.record
+                .push(if state == COMMITTED { COMMIT } else { ABORT });
             self.record.extend_from_slice(&ts.to_le_bytes());
-            self.s.log.append(&self.record, &mut |_| {});
+            outcome = self.s.log.append_forced(&self.record).map(|_| ());
         }
+        let state = if outcome.is_err() { ABORTED } else { state };
         for &v in self.writes.iter() {
-            // SAFETY: our versions, in items that live as long as the TC.
+            // SAFETY: our versions, in items that live as long as the TC;
+            // the pin keeps them.
             unsafe { (*v).state.store(state, Ordering::Release) };
+        }
+        slot.store(IDLE, O::SeqCst);
+        let created = self.writes.len() as i64;
+        let trimmed = self.trimmed.len();
+        if created != 0 || trimmed != 0 {
+            self.s
+                .versions
+                .fetch_add(created - trimmed as i64, O::Relaxed);
+        }
+        if trimmed != 0 {
+            self.s.metrics.trimmed.fetch_add(trimmed as u64, O::Relaxed);
+            let ps = self.trimmed.drain(..).map(|p| p as usize).collect();
+            // SAFETY: unlinked by this transaction's trims, each once.
+            unsafe { retire_all(&g, ps, free_version) };
+        }
+        if outcome.is_err() {
+            // Every slot of the log in use: nothing can be committed.
+            let why = "the recovery log has no free slot for an outcome record";
+            self.s.fail(why.into());
+            return Err(Error::Poisoned(why.into()));
         }
         match r {
             Ok(v) => {

@@ -1,0 +1,290 @@
+//! The data component (deuteronomy-cidr15 §1, §4): where records live,
+//! behind the transaction component. The TC reads a record from its DC
+//! when no version of it is cached, and the TC Proxy applies committed
+//! operations to it as blind upserts and deletes (§4.3.2), in log order.
+//!
+//! The interface is batched (`apply` takes a whole batch), so that a
+//! remote back end needs one round trip per batch, not per operation.
+//! Every value carries the LSN of the redo record that wrote it (0 for
+//! one that was never written through a TC), which makes application
+//! idempotent when recovery replays the log (§4.3.2).
+//!
+//! [`MemoryDc`] is the in-memory back end: granary's own index.
+
+use std::ops::Bound;
+
+use granary_api::Error;
+use smallvec::SmallVec;
+
+use super::log::Lsn;
+use crate::reclaim::Pin;
+use granary_index::Tree;
+
+/// One operation for the DC: a blind upsert (`Some`) or delete (`None`)
+/// of `key` in table `table`, written by the redo record at `lsn`.
+#[derive(Clone, Copy, Debug)]
+pub struct Op<'a> {
+    pub table: u32,
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
+    pub lsn: Lsn,
+}
+
+/// A data component.
+pub trait DataComponent: Send + Sync + 'static {
+    /// The back end's name (`memory`, `disk`, `etcd`).
+    fn name(&self) -> &'static str;
+
+    /// Read `key` of `table`: its value into `out` (replacing what was
+    /// there) and the LSN that wrote it, or `None` if it is absent.
+    ///
+    /// # Errors
+    /// The back end failed.
+    fn get(&self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Lsn>, Error>;
+
+    /// Apply `ops` in order, as blind writes (§4.3.2).
+    ///
+    /// # Errors
+    /// The back end failed; some prefix of the batch may have applied
+    /// (application is idempotent: the TC Proxy may apply it again).
+    fn apply(&self, ops: &[Op<'_>]) -> Result<(), Error>;
+
+    /// Visit the keys of `table` in `lo..hi` in order (descending if
+    /// `reverse`), at most `limit`, until `f` returns false.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] if the back end has no ordered reads, or it
+    /// failed.
+    fn range(
+        &self,
+        table: u32,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error>;
+
+    /// §6 (RSSP): make every operation applied so far stable, and
+    /// remember `rssp` as the LSN from which recovery replays the log.
+    /// The in-memory back end has nothing to make stable.
+    ///
+    /// # Errors
+    /// The back end failed.
+    fn checkpoint(&self, rssp: Lsn) -> Result<(), Error>;
+
+    /// The LSN of the last completed checkpoint (0: none).
+    fn checkpointed(&self) -> Lsn;
+}
+
+/// A value in the memory DC: the LSN that wrote it, then its bytes.
+struct Entry {
+    lsn: Lsn,
+    value: Box<[u8]>,
+}
+
+/// The in-memory DC: one tree of `table (4 bytes, big-endian) | key` to
+/// boxed entries, replaced under crossbeam's epochs.
+pub struct MemoryDc {
+    tree: Tree,
+    rssp: std::sync::atomic::AtomicU64,
+}
+
+impl Default for MemoryDc {
+    fn default() -> MemoryDc {
+        MemoryDc {
+            tree: Tree::new(),
+            rssp: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+type Full = SmallVec<[u8; 64]>;
+
+fn full_key(table: u32, key: &[u8]) -> Full {
+    let mut k = Full::with_capacity(4 + key.len());
+    k.extend_from_slice(&table.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// A bound on keys of `table`, as a bound on full keys.
+fn full_bound(table: u32, b: Bound<&[u8]>, low: bool) -> Bound<Full> {
+    match b {
+        Bound::Included(k) => Bound::Included(full_key(table, k)),
+        Bound::Excluded(k) => Bound::Excluded(full_key(table, k)),
+        // The whole table: from its prefix, or to the next table's.
+        Bound::Unbounded if low => Bound::Included(full_key(table, &[])),
+        Bound::Unbounded => match table.checked_add(1) {
+            Some(t) => Bound::Excluded(full_key(t, &[])),
+            None => Bound::Unbounded,
+        },
+    }
+}
+
+impl MemoryDc {
+    /// An empty memory DC.
+    pub fn new() -> MemoryDc {
+        MemoryDc::default()
+    }
+}
+
+impl DataComponent for MemoryDc {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn get(&self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Lsn>, Error> {
+        let g = crossbeam_epoch::pin();
+        match self.tree.get(&full_key(table, key), &Pin(&g)).value {
+            Some(value) => {
+                // SAFETY: entries are freed only after a grace period, and
+                // we are pinned.
+                let e = unsafe { &*(value as *const Entry) };
+                out.clear();
+                out.extend_from_slice(&e.value);
+                Ok(Some(e.lsn))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn apply(&self, ops: &[Op<'_>]) -> Result<(), Error> {
+        let g = crossbeam_epoch::pin();
+        for op in ops {
+            let k = full_key(op.table, op.key);
+            let old = match op.value {
+                Some(v) => {
+                    let e = Box::into_raw(Box::new(Entry {
+                        lsn: op.lsn,
+                        value: v.into(),
+                    }));
+                    self.tree.upsert(&k, e as u64, &mut Pin(&g)).0
+                }
+                None => self.tree.remove(&k, &mut Pin(&g)).map(|(v, _)| v),
+            };
+            if let Some(old) = old {
+                // SAFETY: replaced or removed above: unreachable for
+                // threads that pin from now on; retired once.
+                unsafe { crate::reclaim::retire_box(&g, old as *mut Entry) };
+            }
+        }
+        Ok(())
+    }
+
+    fn range(
+        &self,
+        table: u32,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        let (lo, hi) = (full_bound(table, lo, true), full_bound(table, hi, false));
+        let g = crossbeam_epoch::pin();
+        let mut n = 0;
+        self.tree.scan(
+            lo.as_ref().map(|k| &k[..]),
+            hi.as_ref().map(|k| &k[..]),
+            reverse,
+            &Pin(&g),
+            |_, _| {},
+            |k, v| {
+                if n == limit {
+                    return false;
+                }
+                n += 1;
+                // SAFETY: as in `get`.
+                let e = unsafe { &*(v as *const Entry) };
+                f(&k[4..], &e.value)
+            },
+        );
+        Ok(())
+    }
+
+    fn checkpoint(&self, rssp: Lsn) -> Result<(), Error> {
+        self.rssp
+            .fetch_max(rssp, std::sync::atomic::Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn checkpointed(&self) -> Lsn {
+        self.rssp.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+impl Drop for MemoryDc {
+    fn drop(&mut self) {
+        self.tree.for_each_value(|v| {
+            // SAFETY: the DC is going: its entries are its own.
+            drop(unsafe { Box::from_raw(v as *mut Entry) });
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_dc_upserts_deletes_and_ranges_per_table() {
+        let dc = MemoryDc::new();
+        let op = |table, key, value, lsn| Op {
+            table,
+            key,
+            value,
+            lsn,
+        };
+        dc.apply(&[
+            op(1, b"a", Some(&b"1"[..]), 10),
+            op(1, b"b", Some(b"2"), 11),
+            op(2, b"a", Some(b"x"), 12),
+            op(1, b"a", Some(b"3"), 13),
+            op(1, b"c", Some(b"4"), 14),
+            op(1, b"b", None, 15),
+        ])
+        .unwrap();
+        let mut out = Vec::new();
+        assert_eq!(dc.get(1, b"a", &mut out).unwrap(), Some(13));
+        assert_eq!(out, b"3");
+        assert_eq!(dc.get(1, b"b", &mut out).unwrap(), None);
+        assert_eq!(dc.get(2, b"a", &mut out).unwrap(), Some(12));
+        assert_eq!(out, b"x");
+        let mut seen = Vec::new();
+        dc.range(
+            1,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            10,
+            false,
+            &mut |k, v| {
+                seen.push((k.to_vec(), v.to_vec()));
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (b"a".to_vec(), b"3".to_vec()),
+                (b"c".to_vec(), b"4".to_vec())
+            ],
+            "table 1 only"
+        );
+        seen.clear();
+        dc.range(
+            1,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            1,
+            true,
+            &mut |k, _| {
+                seen.push((k.to_vec(), vec![]));
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, vec![(b"c".to_vec(), vec![])], "reverse, limit 1");
+    }
+}
