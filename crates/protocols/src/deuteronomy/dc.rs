@@ -14,10 +14,11 @@
 use std::ops::Bound;
 
 use granary_api::Error;
-use smallvec::SmallVec;
+use std::sync::OnceLock;
 
 use super::log::Lsn;
 use crate::reclaim::Pin;
+use crate::value::Tail;
 use granary_index::Tree;
 
 /// One operation for the DC: a blind upsert (`Some`) or delete (`None`)
@@ -77,48 +78,39 @@ pub trait DataComponent: Send + Sync + 'static {
     fn checkpointed(&self) -> Lsn;
 }
 
-/// A value in the memory DC: the LSN that wrote it, then its bytes.
-struct Entry {
-    lsn: Lsn,
-    value: Box<[u8]>,
+/// A value in the memory DC: the LSN that wrote it, then its bytes, in
+/// one allocation (one cache miss to read).
+type Entry = Tail<Lsn>;
+
+/// Free an entry once no pinned thread can see it.
+///
+/// # Safety
+/// `p` came from [`Tail::alloc`], is unreachable for threads that pin
+/// from now on, and is retired once.
+unsafe fn retire(g: &crossbeam_epoch::Guard, p: *mut Entry) {
+    let p = p as usize;
+    // SAFETY: the caller's contract; crossbeam delays the free past the
+    // grace period.
+    unsafe { g.defer_unchecked(move || Tail::free(p as *mut Entry)) };
 }
 
-/// The in-memory DC: one tree of `table (4 bytes, big-endian) | key` to
-/// boxed entries, replaced under crossbeam's epochs.
+/// The in-memory DC: a tree per table, of keys to boxed entries,
+/// replaced under crossbeam's epochs. (One tree of `table | key` would
+/// make every key longer than 8 bytes, which the index keeps out of
+/// line: a pointer chase and a `memcmp` per comparison.)
 pub struct MemoryDc {
-    tree: Tree,
+    tables: Box<[OnceLock<Tree>]>,
     rssp: std::sync::atomic::AtomicU64,
 }
 
 impl Default for MemoryDc {
     fn default() -> MemoryDc {
         MemoryDc {
-            tree: Tree::new(),
+            tables: (0..crate::catalog::MAX_TABLES)
+                .map(|_| OnceLock::new())
+                .collect(),
             rssp: std::sync::atomic::AtomicU64::new(0),
         }
-    }
-}
-
-type Full = SmallVec<[u8; 64]>;
-
-fn full_key(table: u32, key: &[u8]) -> Full {
-    let mut k = Full::with_capacity(4 + key.len());
-    k.extend_from_slice(&table.to_be_bytes());
-    k.extend_from_slice(key);
-    k
-}
-
-/// A bound on keys of `table`, as a bound on full keys.
-fn full_bound(table: u32, b: Bound<&[u8]>, low: bool) -> Bound<Full> {
-    match b {
-        Bound::Included(k) => Bound::Included(full_key(table, k)),
-        Bound::Excluded(k) => Bound::Excluded(full_key(table, k)),
-        // The whole table: from its prefix, or to the next table's.
-        Bound::Unbounded if low => Bound::Included(full_key(table, &[])),
-        Bound::Unbounded => match table.checked_add(1) {
-            Some(t) => Bound::Excluded(full_key(t, &[])),
-            None => Bound::Unbounded,
-        },
     }
 }
 
@@ -126,6 +118,15 @@ impl MemoryDc {
     /// An empty memory DC.
     pub fn new() -> MemoryDc {
         MemoryDc::default()
+    }
+
+    /// Table `t`'s tree, made on first use.
+    fn tree(&self, t: u32) -> Result<&Tree, Error> {
+        let slot = self
+            .tables
+            .get(t as usize)
+            .ok_or(Error::UnknownTableId(t))?;
+        Ok(slot.get_or_init(Tree::new))
     }
 }
 
@@ -135,15 +136,17 @@ impl DataComponent for MemoryDc {
     }
 
     fn get(&self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Lsn>, Error> {
+        let tree = self.tree(table)?;
         let g = crossbeam_epoch::pin();
-        match self.tree.get(&full_key(table, key), &Pin(&g)).value {
+        match tree.get(key, &Pin(&g)).value {
             Some(value) => {
                 // SAFETY: entries are freed only after a grace period, and
                 // we are pinned.
                 let e = unsafe { &*(value as *const Entry) };
                 out.clear();
-                out.extend_from_slice(&e.value);
-                Ok(Some(e.lsn))
+                // SAFETY: an entry is never written after it is published.
+                out.extend_from_slice(unsafe { e.value() }.unwrap_or_default());
+                Ok(Some(**e))
             }
             None => Ok(None),
         }
@@ -152,21 +155,18 @@ impl DataComponent for MemoryDc {
     fn apply(&self, ops: &[Op<'_>]) -> Result<(), Error> {
         let g = crossbeam_epoch::pin();
         for op in ops {
-            let k = full_key(op.table, op.key);
+            let (tree, k) = (self.tree(op.table)?, op.key);
             let old = match op.value {
                 Some(v) => {
-                    let e = Box::into_raw(Box::new(Entry {
-                        lsn: op.lsn,
-                        value: v.into(),
-                    }));
-                    self.tree.upsert(&k, e as u64, &mut Pin(&g)).0
+                    let e = Tail::alloc(op.lsn, Some(v), 0);
+                    tree.upsert(k, e as u64, &mut Pin(&g)).0
                 }
-                None => self.tree.remove(&k, &mut Pin(&g)).map(|(v, _)| v),
+                None => tree.remove(k, &mut Pin(&g)).map(|(v, _)| v),
             };
             if let Some(old) = old {
                 // SAFETY: replaced or removed above: unreachable for
                 // threads that pin from now on; retired once.
-                unsafe { crate::reclaim::retire_box(&g, old as *mut Entry) };
+                unsafe { retire(&g, old as *mut Entry) };
             }
         }
         Ok(())
@@ -181,12 +181,12 @@ impl DataComponent for MemoryDc {
         reverse: bool,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        let (lo, hi) = (full_bound(table, lo, true), full_bound(table, hi, false));
+        let tree = self.tree(table)?;
         let g = crossbeam_epoch::pin();
         let mut n = 0;
-        self.tree.scan(
-            lo.as_ref().map(|k| &k[..]),
-            hi.as_ref().map(|k| &k[..]),
+        tree.scan(
+            lo,
+            hi,
             reverse,
             &Pin(&g),
             |_, _| {},
@@ -197,7 +197,8 @@ impl DataComponent for MemoryDc {
                 n += 1;
                 // SAFETY: as in `get`.
                 let e = unsafe { &*(v as *const Entry) };
-                f(&k[4..], &e.value)
+                // SAFETY: as in `get`.
+                f(k, unsafe { e.value() }.unwrap_or_default())
             },
         );
         Ok(())
@@ -216,10 +217,12 @@ impl DataComponent for MemoryDc {
 
 impl Drop for MemoryDc {
     fn drop(&mut self) {
-        self.tree.for_each_value(|v| {
-            // SAFETY: the DC is going: its entries are its own.
-            drop(unsafe { Box::from_raw(v as *mut Entry) });
-        });
+        for t in self.tables.iter_mut().filter_map(OnceLock::get_mut) {
+            t.for_each_value(|v| {
+                // SAFETY: the DC is going: its entries are its own.
+                unsafe { Tail::free(v as *mut Entry) };
+            });
+        }
     }
 }
 

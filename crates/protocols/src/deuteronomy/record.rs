@@ -244,41 +244,70 @@ impl Record {
 }
 
 impl Record {
-    /// Garbage collection (§2.4, §4.4): unlink the newest committed
-    /// version that `applied` accepts (the data component has it) and
-    /// every version below it, pushing them onto `out` for the caller to
-    /// free after a grace period. Returns how many it unlinked.
+    /// Garbage collection (§2.4, §4.4): find the newest committed
+    /// version that `applied` accepts (the data component has it), and
+    /// unlink every version below it — and, unless `keep_newest`, that
+    /// version too — pushing them onto `out` for the caller to free after
+    /// a grace period. Returns how many it unlinked.
     ///
-    /// This is safe when the TC Proxy applies a transaction only once
-    /// every transaction older than it has finished (see `tc`): then every
-    /// applied version is older than every running transaction, so each
-    /// reader sees the newest applied version or a newer one still listed,
-    /// and a reader that finds nothing at its timestamp reads the data
-    /// component, which holds exactly the newest applied version.
+    /// With `keep_newest` this is §2.4's first case (versions older than
+    /// one every running transaction sees are never needed again; §6.5's
+    /// soft watermark); without, its second (a version the DC holds may
+    /// go; readers then read the DC; §6.5's hard watermark). Both are safe
+    /// when the TC Proxy applies a transaction only once every transaction
+    /// older than it has finished (see `tc`): then every applied version
+    /// is older than every running transaction, so each reader sees the
+    /// newest applied version or a newer one still listed, and a reader
+    /// that finds nothing at its timestamp reads the data component, which
+    /// holds exactly the newest applied version.
     ///
     /// One thread trims a record at a time (another skips it): unlinking
     /// only ever cuts the list's tail, by a CAS on the head (racing a
     /// prepend, which then retries) or a store to a `next` that no one
-    /// else writes.
-    pub fn trim(&self, applied: impl Fn(&Version) -> bool, out: &mut Vec<*mut Version>) -> usize {
-        if self
-            .trimming
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+    /// else writes. A record with nothing to cut costs a walk, no write.
+    pub fn trim(
+        &self,
+        applied: impl Fn(&Version) -> bool,
+        keep_newest: bool,
+        out: &mut Vec<*mut Version>,
+    ) -> usize {
+        let cut_at = |ver: &Version| {
+            ver.state.load(Ordering::Acquire) == COMMITTED
+                && applied(ver)
+                && (!keep_newest || !ver.next.load(Ordering::Acquire).is_null())
+        };
+        // A look first, without the flag: most records have nothing to cut.
+        let mut v = self.head.load(Ordering::Acquire);
+        // SAFETY: versions stay allocated while the caller is pinned.
+        while let Some(ver) = unsafe { v.as_ref() } {
+            if cut_at(ver) {
+                break;
+            }
+            v = ver.next.load(Ordering::Acquire);
+        }
+        if v.is_null()
+            || self
+                .trimming
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
         {
             return 0;
         }
         let mut n = 0;
         let mut prev: Option<&Version> = None;
         let mut v = self.head.load(Ordering::Acquire);
-        // SAFETY: versions stay allocated while the caller is pinned.
+        // SAFETY: as above.
         while let Some(ver) = unsafe { v.as_ref() } {
-            if ver.state.load(Ordering::Acquire) == COMMITTED && applied(ver) {
-                let cut = match prev {
+            if cut_at(ver) {
+                let (link, first) = match keep_newest {
+                    true => (Some(ver), ver.next.load(Ordering::Acquire)),
+                    false => (prev, v),
+                };
+                let cut = match link {
                     None => self
                         .head
                         .compare_exchange(
-                            v,
+                            first,
                             std::ptr::null_mut(),
                             Ordering::AcqRel,
                             Ordering::Acquire,
@@ -290,11 +319,12 @@ impl Record {
                     }
                 };
                 if cut {
-                    while !v.is_null() {
-                        out.push(v);
+                    let mut c = first;
+                    while !c.is_null() {
+                        out.push(c);
                         n += 1;
                         // SAFETY: unlinked by us alone; not yet freed.
-                        v = unsafe { &*v }.next.load(Ordering::Acquire);
+                        c = unsafe { &*c }.next.load(Ordering::Acquire);
                     }
                 }
                 break;
@@ -405,16 +435,32 @@ mod tests {
         }
         let running = r.write(40, 400).unwrap();
         let mut out = Vec::new();
-        assert_eq!(r.trim(|v| v.creator < 5, &mut out), 0, "nothing applied");
-        assert_eq!(r.trim(|v| v.creator <= 20, &mut out), 2, "20 and 10");
+        assert_eq!(
+            r.trim(|v| v.creator < 5, false, &mut out),
+            0,
+            "nothing applied"
+        );
+        assert_eq!(
+            r.trim(|v| v.creator <= 20, true, &mut out),
+            1,
+            "below 20: 10"
+        );
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            r.trim(|v| v.creator <= 10, true, &mut out),
+            0,
+            "10 is the last"
+        );
+        assert_eq!(r.trim(|v| v.creator <= 20, false, &mut out), 1, "20 itself");
         assert_eq!(r.len(), 2);
         assert_eq!(payload(r.read(35)), Some(300));
         assert_eq!(r.read(15), Seen::Nothing, "read from the data component");
         // The running version is never cut, even if `applied` says so.
-        assert_eq!(r.trim(|_| true, &mut out), 1, "only 30");
+        assert_eq!(r.trim(|_| true, false, &mut out), 1, "only 30");
         assert_eq!(r.len(), 1);
         running.state.store(COMMITTED, Ordering::Release);
-        assert_eq!(r.trim(|_| true, &mut out), 1, "the head itself");
+        assert_eq!(r.trim(|_| true, true, &mut out), 0, "kept: the newest");
+        assert_eq!(r.trim(|_| true, false, &mut out), 1, "the head itself");
         assert_eq!(r.len(), 0);
         for v in out {
             // SAFETY: unlinked, single-threaded test.

@@ -534,16 +534,21 @@ impl<'a> Txn<'a> {
                 .hold_reads_below(table.scan_ts.fetch_add(0, Ordering::AcqRel));
         });
         if self.trim {
-            self.trim_item(item);
+            // §6.5's soft watermark: versions below one that all see.
+            self.trim_item(item, true);
         }
         Ok(item)
     }
 
-    /// Garbage-collect `item`'s versions that the DC holds (§2.4).
-    fn trim_item(&mut self, item: &Item) {
+    /// Garbage-collect `item`'s versions that the DC holds (§2.4): those
+    /// below the newest of them, and it too unless `keep_newest`.
+    fn trim_item(&mut self, item: &Item, keep_newest: bool) {
         let o_lsn = self.o_lsn;
-        item.record
-            .trim(|v| v.payload.load(Ordering::Acquire) < o_lsn, self.trimmed);
+        item.record.trim(
+            |v| v.payload.load(Ordering::Acquire) < o_lsn,
+            keep_newest,
+            self.trimmed,
+        );
     }
 
     /// The version of `item` visible at our timestamp, waiting for an
@@ -754,7 +759,7 @@ impl TxRunner for Runner {
             let from = self.s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
             let s = tx.s;
             s.mvcc
-                .for_each_in(from, from + SWEEP, |item| tx.trim_item(item));
+                .for_each_in(from, from + SWEEP, |item| tx.trim_item(item, false));
         }
         let r = body(&mut tx);
         let logged = tx.logged;
