@@ -66,9 +66,12 @@ pub struct CommonArgs {
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dc {
-    /// granary's own index, in memory. (The disk and etcd back ends of
-    /// issue 21 are not built yet.)
+    /// granary's own index, in memory.
     Memory,
+    /// redb, a pure-Rust embedded B-tree store, in `--durable DIR` (or a
+    /// scratch directory, removed afterwards); its page cache is
+    /// `--dc-cache-mb`. (The etcd back end of issue 21 is not built yet.)
+    Disk,
 }
 
 /// Deuteronomy's transaction component and data component
@@ -91,6 +94,9 @@ pub struct TcArgs {
     /// (§6.5's hard watermark).
     #[arg(long, default_value_t = 4 << 20, value_name = "N")]
     pub tc_hard_versions: usize,
+    /// The disk data component's page cache, in MiB.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub dc_cache_mb: usize,
 }
 
 impl TcArgs {
@@ -187,11 +193,11 @@ impl BohmArgs {
 /// Durability flags (SiloR), shared by every driver benchmark.
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct DurableArgs {
-    /// Log and checkpoint into this new directory (SiloR): reports
-    /// commit-to-durable latency and log MB/s besides throughput. It must
-    /// not already hold a database; afterwards `granary inspect DIR` and
-    /// `granary bench recover DIR` work on it. Silo only, one protocol at
-    /// a time.
+    /// Log and checkpoint into this new directory (SiloR; Deuteronomy's
+    /// recovery log and disk data component): reports commit-to-durable
+    /// latency besides throughput. It must not already hold a database;
+    /// afterwards (Silo) `granary inspect DIR` and `granary bench recover
+    /// DIR` work on it. Silo and deuteronomy, one protocol at a time.
     #[arg(long, value_name = "DIR")]
     pub durable: Option<PathBuf>,
     /// Logger threads (each with its own directory: log.0, log.1, …).
@@ -380,6 +386,8 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
         opts.bohm = c.bohm.config()?;
     }
     opts.tc = tc;
+    opts.dc = c.tc.dc;
+    opts.dc_cache = c.tc.dc_cache_mb << 20;
     let loaded = session::load_all(name, &c.protocol, &opts, &info, make)?;
     let cfg = DriverConfig {
         threads: c.threads,

@@ -147,6 +147,8 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     let mut opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
     opts.bohm = a.bohm.config()?;
     opts.tc = a.tc.config()?;
+    opts.dc = a.tc.dc;
+    opts.dc_cache = a.tc.dc_cache_mb << 20;
     let several = a.protocol.len() > 1;
     let mut outs = Vec::new();
     for (i, &p) in a.protocol.iter().enumerate() {

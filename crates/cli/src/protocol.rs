@@ -159,7 +159,10 @@ impl Protocol {
                 pipelined: true,
                 ..Traits::SERIALIZABLE
             },
-            Protocol::Deuteronomy => Traits::SERIALIZABLE,
+            Protocol::Deuteronomy => Traits {
+                durable: true,
+                ..Traits::SERIALIZABLE
+            },
             // They claim serializability, and the checker must refute it.
             #[cfg(feature = "mutant")]
             Protocol::SiloMutant | Protocol::TwoPlMutant => Traits::SERIALIZABLE,
@@ -201,8 +204,7 @@ impl Protocol {
 fn refusal(name: &str, t: Traits, w: &WorkloadInfo) -> Option<String> {
     if w.durable && !t.durable {
         Some(format!(
-            "--durable runs the silo engine only: {name}'s writes are not logged \
-             (logging and checkpoints are Silo's, SiloR)"
+            "--durable runs silo and deuteronomy only: {name}'s writes are not logged"
         ))
     } else if let (Some(why), false) = (t.check_only, w.check) {
         Some(format!("{name} runs `granary check` only: {why}"))
@@ -387,6 +389,8 @@ impl<'a> EngineOptions<'a> {
             partitioning: w.partitioned,
             bohm: granary_protocols::bohm::Config::default(),
             tc: granary_protocols::deuteronomy::tc::Config::default(),
+            dc: crate::bench::Dc::Memory,
+            dc_cache: 64 << 20,
         }
     }
 }
@@ -408,8 +412,11 @@ pub struct EngineOptions<'a> {
     pub partitioning: Option<Partitioning>,
     /// BOHM's threads and batch size.
     pub bohm: granary_protocols::bohm::Config,
-    /// Deuteronomy's TC sizes (over the memory DC, the only one built).
+    /// Deuteronomy's TC sizes, its data component, and that DC's page
+    /// cache in bytes (the disk DC's).
     pub tc: granary_protocols::deuteronomy::tc::Config,
+    pub dc: crate::bench::Dc,
+    pub dc_cache: usize,
 }
 
 impl EngineOptions<'_> {
@@ -422,6 +429,63 @@ impl EngineOptions<'_> {
             Some(d) => d.open(self.silo.clone()),
             None => Database::new(self.silo.clone()).map_err(|e| e.to_string()),
         }
+    }
+
+    /// Deuteronomy's TC over its data component: in memory, or durable
+    /// in a fresh directory (`--durable`; the disk DC's file is there).
+    /// The disk DC without `--durable` logs to a scratch directory,
+    /// removed afterwards.
+    ///
+    /// # Errors
+    /// A directory that already holds something, or the TC's.
+    pub fn deuteronomy(&self) -> Result<granary_protocols::deuteronomy::tc::Tc, String> {
+        use granary_protocols::deuteronomy::{dc::MemoryDc, disk::DiskDc, tc::Tc};
+        let dir = self.durable.and_then(|d| d.durable.as_deref());
+        let mut config = self.tc;
+        if let Some(s) = self.durable.and_then(|d| d.checkpoint_interval) {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(format!("--checkpoint-interval must be positive, not {s}"));
+            }
+            config.checkpoint_ms = (s * 1000.0).ceil() as u64;
+        }
+        let Some(dir) = dir else {
+            return match self.dc {
+                crate::bench::Dc::Memory => {
+                    Tc::with(config, Box::new(MemoryDc::new())).map_err(|e| e.to_string())
+                }
+                crate::bench::Dc::Disk => {
+                    // Scratch: a fresh directory, removed afterwards.
+                    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let dir =
+                        std::env::temp_dir().join(format!("granary-dc-{}-{n}", std::process::id()));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    let dc = DiskDc::open(&dir.join("dc.redb"), self.dc_cache)
+                        .map_err(|e| e.to_string())?;
+                    Tc::open(config, &dir, Box::new(dc))
+                        .map(|(tc, _)| tc.scratch())
+                        .map_err(|e| e.to_string())
+                }
+            };
+        };
+        let used = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
+        if used {
+            return Err(format!(
+                "{} is not empty; --durable needs a new or empty directory",
+                dir.display()
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dc: Box<dyn granary_protocols::deuteronomy::dc::DataComponent> = match self.dc {
+            crate::bench::Dc::Memory => Box::new(MemoryDc::new()),
+            crate::bench::Dc::Disk => Box::new(
+                DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
+            ),
+        };
+        Tc::open(config, dir, dc)
+            .map(|(tc, _)| tc)
+            .map_err(|e| e.to_string())
     }
 
     /// The workload's partitioning, for designs that need one (their
@@ -523,11 +587,7 @@ macro_rules! with_engine {
                 $body
             }
             $crate::protocol::Protocol::Deuteronomy => {
-                let $db = granary_protocols::deuteronomy::tc::Tc::with(
-                    opts.tc,
-                    Box::new(granary_protocols::deuteronomy::dc::MemoryDc::new()),
-                )
-                .map_err(|e| e.to_string())?;
+                let $db = opts.deuteronomy()?;
                 $body
             }
             #[cfg(feature = "mutant")]

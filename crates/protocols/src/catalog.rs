@@ -63,6 +63,11 @@ impl<T> Catalog<T> {
             .ok_or_else(|| Error::UnknownTable(name.to_string()))
     }
 
+    /// Every table's name, in id order.
+    pub fn names(&self) -> Vec<String> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The name of table `t`, if it exists.
     pub fn name(&self, t: TableId) -> Option<String> {
         let names = self.names.lock().unwrap_or_else(|p| p.into_inner());

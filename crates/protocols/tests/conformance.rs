@@ -107,6 +107,7 @@ fn deuteronomy_gc() -> granary_protocols::deuteronomy::tc::Tc {
             soft_versions: 0,
             hard_versions: 0,
             seal_after_us: 20,
+            ..tc::Config::default()
         },
         Box::new(MemoryDc::new()),
     )

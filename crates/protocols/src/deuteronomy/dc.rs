@@ -76,6 +76,10 @@ pub trait DataComponent: Send + Sync + 'static {
 
     /// The LSN of the last completed checkpoint (0: none).
     fn checkpointed(&self) -> Lsn;
+
+    /// Whether what it holds survives the process (then a checkpoint lets
+    /// the TC truncate its log; otherwise recovery replays the whole log).
+    fn persistent(&self) -> bool;
 }
 
 /// A value in the memory DC: the LSN that wrote it, then its bytes, in
@@ -212,6 +216,10 @@ impl DataComponent for MemoryDc {
 
     fn checkpointed(&self) -> Lsn {
         self.rssp.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn persistent(&self) -> bool {
+        false
     }
 }
 

@@ -20,11 +20,14 @@
 //! waiting for durability) is sealed early the same way: a reservation of
 //! more than the whole buffer.
 //!
-//! `OFFSET` keeps growing past the end as late reservations add to it; a
-//! late reservation is at most one buffer's size, and each thread makes
-//! at most one before it moves on, so with buffers of at most
+//! `OFFSET` grows past the end as late reservations add to it. A thread
+//! looks (one plain load) before it adds, and adds nothing to a buffer it
+//! sees sealed, so only reservations racing the seal add past it: each at
+//! most one buffer's size, one per thread, so with buffers of at most
 //! [`MAX_BUFFER`] bytes and fewer than 2^31 / `MAX_BUFFER` threads it
-//! cannot carry into `USERS`.
+//! cannot carry into `USERS`. (Without the look, a log that stays full —
+//! its appenders retrying, its flusher sealing — carried into `USERS`
+//! within seconds.)
 
 #[cfg(loom)]
 use loom::cell::UnsafeCell;
@@ -97,6 +100,11 @@ impl LogBuffer {
         self.capacity
     }
 
+    /// Whether it is sealed (a reservation crossed its end).
+    fn is_sealed(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & OFFSET > u64::from(self.capacity)
+    }
+
     /// Whether anything was reserved in it yet.
     pub fn is_empty(&self) -> bool {
         self.word.load(Ordering::Acquire) & OFFSET == 0
@@ -113,6 +121,11 @@ impl LogBuffer {
     /// Reserve `size` bytes (1..=capacity): one atomic add (§5.1).
     pub fn reserve(&self, size: u32) -> Reserved {
         debug_assert!((1..=self.capacity).contains(&size));
+        if self.is_sealed() {
+            // Adding to a sealed buffer's OFFSET would only grow it: while
+            // the log is full, threads come back again and again.
+            return Reserved::Full;
+        }
         let old = self
             .word
             .fetch_add(USER + u64::from(size), Ordering::AcqRel);
@@ -136,6 +149,9 @@ impl LogBuffer {
     /// of it). True if this call sealed it: the caller must then see it
     /// written, as a [`Reserved::Sealer`].
     pub fn seal(&self) -> bool {
+        if self.is_sealed() {
+            return false;
+        }
         let old = self
             .word
             .fetch_add(USER + u64::from(self.capacity) + 1, Ordering::AcqRel);
@@ -184,6 +200,13 @@ impl LogBuffer {
         let w = self.word.load(Ordering::Acquire);
         let sealed = w & OFFSET > u64::from(self.capacity);
         (w >> 32 == 0 && sealed).then(|| self.sealed_at.load(Ordering::Relaxed) as u32)
+    }
+
+    /// How many of its bytes hold data, once [`LogBuffer::ready`] has
+    /// said so: unlike `ready`, which a late reservation's passing visit
+    /// to `USERS` can hide for a moment, this stays put.
+    pub fn sealed_len(&self) -> u32 {
+        self.sealed_at.load(Ordering::Relaxed) as u32
     }
 
     /// Bytes `start..start + len`, written by a reservation that has
@@ -238,6 +261,22 @@ mod tests {
         // SAFETY: ready, 10 bytes.
         assert_eq!(unsafe { b.read(10) }, b"abcdefghij");
         assert!(!b.seal(), "already sealed");
+    }
+
+    /// A log that stays full keeps its appenders retrying and its
+    /// flusher sealing: none of that may grow a sealed buffer's OFFSET
+    /// (it carried into USERS once, and buffers read as garbage).
+    #[test]
+    fn a_sealed_buffer_does_not_grow() {
+        let b = LogBuffer::new(1 << 20);
+        assert!(b.seal());
+        let w = b.word.load(Ordering::Relaxed);
+        for _ in 0..100_000 {
+            assert_eq!(b.reserve(1 << 20), Reserved::Full);
+            assert!(!b.seal());
+        }
+        assert_eq!(b.word.load(Ordering::Relaxed), w);
+        assert_eq!(b.ready(), Some(0));
     }
 
     #[test]
@@ -385,7 +424,7 @@ pub(crate) type Lsn = u64;
 
 /// Slots for buffers in use: buffer `seq` lives in slot `seq % SLOTS`.
 /// More buffers in use at once than this count as a full log.
-const SLOTS: usize = 1 << 16;
+pub(crate) const SLOTS: usize = 1 << 16;
 
 /// The log has no free buffer (every one is written but not yet applied
 /// at the data component and recycled): the appender waits, or sheds
@@ -410,6 +449,9 @@ pub(crate) struct Log {
     slots: Box<[AtomicPtrCell]>,
     /// The sequence number of the buffer being filled.
     active: AtomicU64,
+    /// The highest sequence number ever installed (claimed by its one
+    /// installer before it stores the buffer).
+    installed: AtomicU64,
     capacity: u32,
     /// Recycled buffers, ready for reuse, and how many buffers exist.
     pool: std::sync::Arc<std::sync::Mutex<Pool>>,
@@ -432,14 +474,20 @@ impl Log {
     /// A log of buffers of `capacity` bytes, at most `budget` of them (at
     /// least 2) in memory at once, the first one active.
     pub fn new(capacity: u32, budget: usize) -> Log {
+        Log::starting_at(capacity, budget, 0)
+    }
+
+    /// As [`Log::new`], its first buffer numbered `seq` (a recovered
+    /// log continues its sequence).
+    pub fn starting_at(capacity: u32, budget: usize, seq: u64) -> Log {
         let slots: Box<[AtomicPtrCell]> = (0..SLOTS).map(|_| AtomicPtrCell::default()).collect();
-        slots[0].store(
-            Box::into_raw(Box::new(LogBuffer::new(capacity))),
-            Ordering::Release,
-        );
+        let mut first = Box::new(LogBuffer::new(capacity));
+        first.reset(seq);
+        slots[seq as usize % SLOTS].store(Box::into_raw(first), Ordering::Release);
         Log {
             slots,
-            active: AtomicU64::new(0),
+            active: AtomicU64::new(seq),
+            installed: AtomicU64::new(seq),
             capacity,
             pool: std::sync::Arc::new(std::sync::Mutex::new(Pool {
                 free: Vec::new(),
@@ -499,7 +547,11 @@ impl Log {
         );
         loop {
             let seq = self.active.load(Ordering::Acquire);
-            let buf = self.buffer(seq).expect("the active buffer is installed");
+            let Some(buf) = self.buffer(seq) else {
+                // Its installer has claimed it and is storing it.
+                std::hint::spin_loop();
+                continue;
+            };
             match buf.reserve(len) {
                 Reserved::Space(at) => {
                     // SAFETY: our reservation.
@@ -513,21 +565,21 @@ impl Log {
     }
 
     /// Seal the active buffer now (group commit), if it holds anything:
-    /// true if this call sealed it. With `force`, the next buffer may go
-    /// past the budget (the TC Proxy does that when the outcomes it needs
-    /// to drain the log are in the active buffer).
-    pub fn seal_active(&self, force: bool) -> Result<bool, Full> {
+    /// true if this call sealed it. It then makes the next buffer active
+    /// if the budget allows; if not, appenders find the log full until a
+    /// buffer is recycled (and outcome records, which must go in, take
+    /// one past the budget).
+    pub fn seal_active(&self) -> bool {
         let seq = self.active.load(Ordering::Acquire);
-        let buf = self.buffer(seq).expect("the active buffer is installed");
+        let Some(buf) = self.buffer(seq) else {
+            return false; // Being installed: nothing in it yet.
+        };
         if buf.is_empty() {
-            return Ok(false);
+            return false;
         }
-        // The next buffer first: sealing with none to go to would leave
-        // appenders nowhere.
-        self.advance_to(seq, force)?;
         let sealed = buf.seal();
-        self.advance(seq, force)?;
-        Ok(sealed)
+        let _ = self.advance(seq, false);
+        sealed
     }
 
     /// Make buffer `seq + 1` active (if `seq` still is), installing it if
@@ -543,42 +595,39 @@ impl Log {
     /// Install buffer `seq + 1` if no one has.
     fn advance_to(&self, seq: u64, force: bool) -> Result<(), Full> {
         let next = seq + 1;
-        let slot = &self.slots[next as usize % SLOTS];
-        let cur = slot.load(Ordering::Acquire);
-        // SAFETY: as in `buffer`: pinned, or the slot's buffer is live.
-        let installed = unsafe { cur.as_ref() }.is_some_and(|b| b.seq == next);
-        if !installed {
-            if !cur.is_null() {
-                // Buffer `next - SLOTS` is still in use.
-                return Err(Full);
-            }
-            let mut fresh = {
-                let mut pool = self.pool.lock().expect("pool");
-                match pool.free.pop() {
-                    Some(b) => Box::new(b),
-                    None if pool.made < self.budget || force => {
-                        pool.made += 1;
-                        Box::new(LogBuffer::new(self.capacity))
-                    }
-                    None => return Err(Full),
-                }
-            };
-            fresh.reset(next);
-            let fresh = Box::into_raw(fresh);
-            if slot
-                .compare_exchange(
-                    std::ptr::null_mut(),
-                    fresh,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            {
-                // SAFETY: never published.
-                let b = unsafe { Box::from_raw(fresh) };
-                self.pool.lock().expect("pool").free.push(*b);
-            }
+        // Installed already (by another thread), or long since: a caller
+        // that stalled must not install `next` a second time.
+        if self.installed.load(Ordering::Acquire) >= next {
+            return Ok(());
         }
+        let slot = &self.slots[next as usize % SLOTS];
+        if !slot.load(Ordering::Acquire).is_null() {
+            // Buffer `next - SLOTS` is still in use.
+            return Err(Full);
+        }
+        let mut fresh = {
+            let mut pool = self.pool.lock().expect("pool");
+            match pool.free.pop() {
+                Some(b) => Box::new(b),
+                None if pool.made < self.budget || force => {
+                    pool.made += 1;
+                    Box::new(LogBuffer::new(self.capacity))
+                }
+                None => return Err(Full),
+            }
+        };
+        fresh.reset(next);
+        // Claim `next`: one installer, once. The slot stays empty until
+        // the claimer stores it (no one else writes it meanwhile).
+        if self
+            .installed
+            .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            self.pool.lock().expect("pool").free.push(*fresh);
+            return Ok(());
+        }
+        slot.store(Box::into_raw(fresh), Ordering::Release);
         Ok(())
     }
 
@@ -612,6 +661,9 @@ impl Log {
                 }
             });
         }
+        // Into the global queue now: a thread keeps a few deferred calls
+        // to itself until it has many, and the log waits for this one.
+        g.flush();
     }
 
     /// The `len` bytes at `lsn`, in place, if its buffer is still in
@@ -708,9 +760,9 @@ mod log_tests {
                 .unwrap_or(0);
             assert_eq!(len, end, "buffer {seq} holds exactly its records");
         }
-        assert_eq!(log.seal_active(false), Ok(true));
+        assert!(log.seal_active());
         assert_eq!(log.active(), active + 1);
-        assert_eq!(log.seal_active(false), Ok(false), "nothing in it to seal");
+        assert!(!log.seal_active(), "nothing in it to seal");
     }
 
     /// With a budget of 3 buffers the log fills; recycled buffers are
@@ -748,5 +800,71 @@ mod log_tests {
         assert_eq!(log.buffers(), 3, "no new buffer made");
         // SAFETY: appended.
         assert_eq!(unsafe { log.slice(lsn, 10) }, Some(&[9u8; 10][..]));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod recycle_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering as O};
+
+    /// Appenders, a flusher-like sealer and a recycler race on a log of
+    /// three small buffers: every record read back through its LSN while
+    /// its buffer is still installed is the record that was appended
+    /// there (a buffer installed twice under one sequence number, or
+    /// reused while a reader holds it, would show as wrong bytes).
+    #[test]
+    fn records_read_back_while_buffers_are_recycled() {
+        let log = Log::new(256, 3);
+        let stop = AtomicBool::new(false);
+        let next_unrecycled = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..3u8 {
+                let (log, stop) = (&log, &stop);
+                s.spawn(move || {
+                    let mut n = 0u32;
+                    while !stop.load(O::Relaxed) {
+                        let g = crossbeam_epoch::pin();
+                        let mut rec = vec![t; 24];
+                        rec[1..5].copy_from_slice(&n.to_le_bytes());
+                        if let Ok(lsn) = log.append(&rec) {
+                            // SAFETY: appended above; pinned.
+                            if let Some(back) = unsafe { log.slice(lsn, 24) } {
+                                assert_eq!(back, &rec[..], "record {n} of thread {t} at {lsn:#x}");
+                            }
+                        }
+                        drop(g);
+                        n += 1;
+                    }
+                });
+            }
+            // Seal now and then, as the flusher does.
+            s.spawn(|| {
+                while !stop.load(O::Relaxed) {
+                    let g = crossbeam_epoch::pin();
+                    let _ = log.seal_active();
+                    drop(g);
+                    std::thread::yield_now();
+                }
+            });
+            // Recycle sealed buffers below the active one, in order.
+            s.spawn(|| {
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < std::time::Duration::from_millis(1500) {
+                    let seq = next_unrecycled.load(O::Relaxed);
+                    let g = crossbeam_epoch::pin();
+                    let ready = log.buffer(seq).and_then(|b| b.ready()).is_some();
+                    if ready && seq < log.active() {
+                        log.recycle(seq, &g);
+                        next_unrecycled.store(seq + 1, O::Relaxed);
+                    }
+                    drop(g);
+                    std::thread::yield_now();
+                }
+                stop.store(true, O::Relaxed);
+            });
+        });
+        let n = next_unrecycled.into_inner();
+        assert!(n > 100, "only {n} buffers were recycled");
     }
 }

@@ -33,6 +33,12 @@ pub(crate) mod record;
 #[allow(dead_code)]
 pub(crate) mod table;
 
+#[allow(dead_code)]
+pub(crate) mod read_cache;
+
 pub mod dc;
+pub mod disk;
+mod logfile;
 mod proxy;
+mod recover;
 pub mod tc;

@@ -22,21 +22,30 @@
 //! local and the operations held back to the OAT, O-LSN alone decides
 //! what garbage collection may drop (`record::Record::trim`).
 //!
-//! Group commit: when no buffer has been sealed for
-//! [`Config::seal_after_us`](super::tc::Config::seal_after_us) and the
-//! active one holds data, the TC Proxy seals it, so a quiet log still
-//! drains.
+//! Two threads share the work. The log flusher seals a quiet active
+//! buffer (group commit: when none has been sealed for
+//! [`Config::seal_after_us`](super::tc::Config::seal_after_us)), writes
+//! sealed buffers in order to a durable TC's log file, syncs it, and only
+//! then publishes them as stable: their commit records are acknowledged
+//! (§2.3.1), and the TC Proxy may apply them (§4.2: nothing reaches the
+//! DC before it is stable in the log). The TC Proxy applies, recycles,
+//! and checkpoints (§6) — a slow DC never holds up acknowledgements, only
+//! the log's space (writers then shed load).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::sync::Mutex;
+
 use super::dc::Op;
 use super::log::Lsn;
+use super::logfile::LogFile;
 use super::tc::{Shared, ABORT, COMMIT, DELETED, HEADER, OUTCOME, VERSION};
 
-/// Operations per DC batch.
-const BATCH: usize = 1024;
+/// The most operations per DC batch (a disk DC's batch is a write
+/// transaction: the larger, the cheaper per operation).
+const BATCH: usize = 16 << 10;
 
 /// What the TC Proxy keeps between buffers.
 #[derive(Default)]
@@ -53,39 +62,91 @@ struct State {
     held: VecDeque<u64>,
 }
 
-/// The TC Proxy's loop, until the TC stops or its DC fails.
-pub(super) fn run(s: &Shared) {
-    let mut st = State::default();
+/// The log flusher's loop, until the TC stops or a write fails (see the
+/// module's notes).
+///
+/// `start` is the log's first buffer: not whatever is active when this
+/// thread gets going (runners may have filled buffers by then).
+pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
+    let mut next = start;
     let seal_after = Duration::from_micros(s.config.seal_after_us);
     let mut last_seal = Instant::now();
-    let mut ops: Vec<Op<'_>> = Vec::with_capacity(BATCH);
+    let mut sealed = Vec::new();
     while !s.stop.load(Ordering::Acquire) {
-        let mut progressed = false;
-        while let Some(buf) = s.log.buffer(st.next) {
-            let Some(len) = buf.ready() else { break };
-            let seq = st.next;
-            // SAFETY: sealed with no users: its first `len` bytes are
-            // final; we alone recycle it, after this.
-            let bytes = unsafe { s.log.slice(seq << 32, len) }.expect("installed");
-            scan(&mut st, seq, bytes);
-            st.held.push_back(st.next);
-            st.next += 1;
-            progressed = true;
-            last_seal = Instant::now();
+        // Pinned: a slot looked at may hold a buffer being recycled.
+        let g = crossbeam_epoch::pin();
+        sealed.clear();
+        let mut seq = next;
+        while let Some(len) = s.log.buffer(seq).and_then(|b| b.ready()) {
+            sealed.push((seq, len));
+            seq += 1;
         }
-        if !progressed && last_seal.elapsed() >= seal_after {
-            // Group commit: let a quiet log drain. Past the budget only if
-            // the log is full, when the outcomes that would drain it may
-            // be in the active buffer.
-            let sealed = s
-                .log
-                .seal_active(false)
-                .or_else(|_| s.log.seal_active(true));
-            if sealed.is_err() {
-                s.fail("the recovery log has no free slot".into());
+        if sealed.is_empty() {
+            if last_seal.elapsed() >= seal_after {
+                // Group commit: let a quiet log drain.
+                s.log.seal_active();
+                last_seal = Instant::now();
+            }
+            drop(g);
+            std::thread::park_timeout(Duration::from_micros(50));
+            continue;
+        }
+        if let Some(f) = file {
+            let mut f = f.lock().expect("log file");
+            let written = sealed.iter().try_for_each(|&(seq, len)| {
+                // SAFETY: sealed with no users: its first `len` bytes are
+                // final; it is recycled only once the TC Proxy has passed
+                // it, after `durable_lsn` does.
+                let bytes = unsafe { s.log.slice(seq << 32, len) }.expect("installed");
+                f.write(seq, bytes)
+            });
+            if let Err(e) = written.and_then(|()| f.sync()) {
+                s.fail(format!("the recovery log could not be written: {e}"));
                 return;
             }
-            last_seal = Instant::now();
+            let bytes: u64 = sealed.iter().map(|&(_, len)| u64::from(len)).sum();
+            s.metrics.logged.fetch_add(bytes, Ordering::Relaxed);
+        }
+        next = seq;
+        last_seal = Instant::now();
+        s.durable_lsn.store(next << 32, Ordering::Release);
+        drop(g);
+    }
+}
+
+/// The TC Proxy's loop, until the TC stops or the DC fails: it takes the
+/// stable buffers in order, applies what it can, publishes O-LSN,
+/// recycles the buffers below it, and checkpoints a durable TC (§6).
+///
+/// `start` is the log's first buffer (as for [`flush`]).
+pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
+    let mut st = State {
+        next: start,
+        ..State::default()
+    };
+    let checkpoint_every = Duration::from_millis(s.config.checkpoint_ms);
+    let mut last_checkpoint = Instant::now();
+    let mut ops: Vec<Op<'_>> = Vec::with_capacity(BATCH);
+    while !s.stop.load(Ordering::Acquire) {
+        let stable = s.durable_lsn.load(Ordering::Acquire) >> 32;
+        let progressed = st.next < stable;
+        while st.next < stable {
+            let seq = st.next;
+            // The flusher saw it ready: `ready` itself may be hidden for a
+            // moment by a late reservation passing through USERS, but its
+            // length stays (the flusher's Acquire load of the buffer's
+            // word, then ours of `durable_lsn`, order it before us).
+            let len = s
+                .log
+                .buffer(seq)
+                .expect("a stable buffer is held until we recycle it")
+                .sealed_len();
+            // SAFETY: its first `len` bytes are final; we alone recycle
+            // it, after this.
+            let bytes = unsafe { s.log.slice(seq << 32, len) }.expect("installed");
+            scan(&mut st, seq, bytes);
+            st.held.push_back(seq);
+            st.next = seq + 1;
         }
         if let Err(e) = apply(s, &mut st, &mut ops) {
             s.fail(format!("the data component failed: {e}"));
@@ -96,9 +157,27 @@ pub(super) fn run(s: &Shared) {
             .first_key_value()
             .map_or(st.next << 32, |(&l, _)| l);
         s.o_lsn.store(o_lsn, Ordering::Release);
+        if let (Some(f), true) = (file, last_checkpoint.elapsed() >= checkpoint_every) {
+            // §6: the DC makes everything below O-LSN stable, and the log
+            // below it is no longer needed (unless the DC forgets it all
+            // at a restart: then recovery replays the whole log).
+            let done =
+                s.dc.checkpoint(o_lsn)
+                    .and_then(|()| match s.dc.persistent() {
+                        true => f.lock().expect("log file").truncate_below(o_lsn >> 32),
+                        false => Ok(()),
+                    });
+            if let Err(e) = done {
+                s.fail(format!("a checkpoint failed: {e}"));
+                return;
+            }
+            last_checkpoint = Instant::now();
+        }
         let g = crossbeam_epoch::pin();
         while let Some(&seq) = st.held.front() {
-            if (seq + 1) << 32 > o_lsn {
+            // A sealed buffer may still be the active one (its sealer
+            // found the log full): it stays until the log moves past it.
+            if (seq + 1) << 32 > o_lsn || seq >= s.log.active() {
                 break;
             }
             s.log.recycle(seq, &g);
@@ -165,7 +244,6 @@ fn apply<'s>(
         true => u64::MAX,
         false => s.oat(),
     };
-    let g = crossbeam_epoch::pin();
     let mut done = 0;
     while let Some((ts, lsns)) = st.committed.get(done) {
         if *ts >= oat {
@@ -176,18 +254,17 @@ fn apply<'s>(
         }
         done += 1;
         if ops.len() >= BATCH {
-            flush(s, ops)?;
+            apply_batch(s, ops)?;
         }
     }
-    flush(s, ops)?;
+    apply_batch(s, ops)?;
     for (_, lsns) in st.committed.drain(..done) {
         st.firsts.remove(&lsns[0]);
     }
-    drop(g);
     Ok(())
 }
 
-fn flush<'s>(s: &'s Shared, ops: &mut Vec<Op<'s>>) -> Result<(), granary_api::Error> {
+fn apply_batch<'s>(s: &'s Shared, ops: &mut Vec<Op<'s>>) -> Result<(), granary_api::Error> {
     if ops.is_empty() {
         return Ok(());
     }

@@ -55,6 +55,9 @@ pub(crate) struct Version {
     /// The payload's offset in the version manager (the creator may
     /// replace it while it runs: a second write of the same key).
     pub payload: AtomicU64,
+    /// Where the creator's commit record is (set before the version is
+    /// marked committed): a reader is durable once that is (§2.3.1).
+    pub commit: AtomicU64,
     next: AtomicPtr<Version>,
 }
 
@@ -219,6 +222,7 @@ impl Record {
                 creator: ts,
                 state: AtomicU8::new(ACTIVE),
                 payload: AtomicU64::new(payload),
+                commit: AtomicU64::new(0),
                 next: AtomicPtr::new(head),
             }));
             if self

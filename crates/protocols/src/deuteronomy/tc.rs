@@ -59,6 +59,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::ops::Bound;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64 as StdAtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
@@ -67,12 +68,12 @@ use granary_api::{AbortReason, Engine, Error, Stats, TableId, Tx, TxError, TxRun
 
 use super::dc::{DataComponent, MemoryDc};
 use super::log::{Log, Lsn};
+use super::logfile::LogFile;
 use super::record::{Seen, Version, ABORTED, COMMITTED};
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::{retire_all, Pin};
-use crate::scan::{visit, Batch as ScanBatch};
 use crate::sync::{backoff, AtomicU64, Ordering};
 use granary_index::Tree;
 
@@ -112,6 +113,10 @@ pub struct Config {
     /// Group commit: how long the TC Proxy lets a buffer with data wait
     /// unsealed when nothing else is sealed, in microseconds.
     pub seal_after_us: u64,
+    /// A durable TC checkpoints its DC this often, in milliseconds (§6:
+    /// the DC makes what it applied stable, and the log is truncated
+    /// below the RSSP).
+    pub checkpoint_ms: u64,
 }
 
 impl Default for Config {
@@ -122,6 +127,7 @@ impl Default for Config {
             soft_versions: 1 << 20,
             hard_versions: 4 << 20,
             seal_after_us: 200,
+            checkpoint_ms: 2000,
         }
     }
 }
@@ -192,6 +198,15 @@ pub(super) struct Shared {
     pub(super) stop: AtomicBool,
     /// Counters for reports.
     pub(super) metrics: Metrics,
+    /// A durable TC's directory (its log, its table names).
+    dir: Option<PathBuf>,
+    /// Everything below this LSN is stable in the log file (a durable
+    /// TC's; set by the TC Proxy).
+    pub(super) durable_lsn: StdAtomicU64,
+    /// Held while a table is created and the table names are written.
+    catalog_file: Mutex<()>,
+    /// A durable TC's lock on its directory, held while it lives.
+    _lock: Option<std::fs::File>,
     /// Writers ignore read timestamps: the test-only mutant (NOT
     /// serializable), which the checker must catch.
     ignore_reads: bool,
@@ -216,6 +231,8 @@ pub struct Metrics {
     pub recycled: StdAtomicU64,
     /// Versions trimmed by garbage collection.
     pub trimmed: StdAtomicU64,
+    /// Bytes written to the log file (a durable TC's).
+    pub logged: StdAtomicU64,
 }
 
 /// A snapshot of [`Metrics`] and sizes.
@@ -259,10 +276,108 @@ impl Shared {
     }
 }
 
+/// A durable TC's directory, opened and recovered.
+struct Opened {
+    dir: PathBuf,
+    logfile: LogFile,
+    /// The first log buffer it writes.
+    start_seq: u64,
+    lock: std::fs::File,
+}
+
+/// What recovery found and did ([`Tc::open`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The redo scan start point: the DC's last checkpoint.
+    pub from_lsn: Lsn,
+    /// Log buffers read, and their bytes.
+    pub buffers: u64,
+    pub bytes: u64,
+    /// Committed transactions, and their operations, applied to the DC.
+    pub transactions: u64,
+    pub operations: u64,
+    /// Transactions in the log without a commit record (never
+    /// acknowledged): discarded, as are aborted ones.
+    pub discarded: u64,
+    /// A torn last write was cut off the log (never acknowledged).
+    pub torn_tail: bool,
+}
+
+const TABLES: &str = "tables";
+
+/// The table names of a durable TC, in id order: one per line, in hex.
+fn read_tables(dir: &Path) -> Result<Vec<String>, Error> {
+    let path = dir.join(TABLES);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(Error::Storage {
+                what: "read the table names".into(),
+                path,
+                source,
+            })
+        }
+    };
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let bytes: Option<Vec<u8>> = (0..l.len())
+                .step_by(2)
+                .map(|j| l.get(j..j + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+                .collect();
+            bytes
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| Error::Corrupt {
+                    path: path.clone(),
+                    offset: i as u64,
+                    what: format!("table name {i} is not valid hex UTF-8"),
+                })
+        })
+        .collect()
+}
+
+/// Write the table names (atomically: a new file renamed over the old).
+fn write_tables(dir: &Path, names: &[String]) -> Result<(), Error> {
+    use std::io::Write;
+    let path = dir.join(TABLES);
+    let tmp = dir.join("tables.tmp");
+    let io = |what: &str, source| Error::Storage {
+        what: what.to_string(),
+        path: path.clone(),
+        source,
+    };
+    let mut text = String::new();
+    for n in names {
+        for b in n.as_bytes() {
+            text.push_str(&format!("{b:02x}"));
+        }
+        text.push('\n');
+    }
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io("write the table names", e))?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| io("write the table names", e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| io("rename the table names", e))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("sync the directory", e))
+}
+
+fn new_table() -> Table {
+    Table {
+        index: Tree::new(),
+        scan_ts: AtomicU64::new(0),
+    }
+}
+
 /// A Deuteronomy TC over a data component (see the module's notes).
 pub struct Tc {
     s: Arc<Shared>,
-    proxy: Option<std::thread::JoinHandle<()>>,
+    /// The log flusher and the TC Proxy.
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Remove the directory when dropped ([`Tc::scratch`]).
+    scratch: bool,
 }
 
 impl Default for Tc {
@@ -282,7 +397,7 @@ impl Tc {
     /// # Errors
     /// An invalid config, or the TC Proxy's thread could not start.
     pub fn with(config: Config, dc: Box<dyn DataComponent>) -> Result<Tc, Error> {
-        Tc::make(config, dc, false, false)
+        Tc::make(config, dc, false, false, None)
     }
 
     /// A broken TC whose writers ignore read timestamps (NOT
@@ -290,7 +405,14 @@ impl Tc {
     /// catch.
     #[cfg(feature = "mutant")]
     pub fn mutant_ignoring_reads() -> Tc {
-        Tc::make(Config::default(), Box::new(MemoryDc::new()), true, false).expect("valid")
+        Tc::make(
+            Config::default(),
+            Box::new(MemoryDc::new()),
+            true,
+            false,
+            None,
+        )
+        .expect("valid")
     }
 
     /// A broken TC whose TC Proxy applies committed transactions without
@@ -299,7 +421,86 @@ impl Tc {
     /// `mutant` builds).
     #[cfg(feature = "mutant")]
     pub fn mutant_applying_at_once(config: Config) -> Result<Tc, Error> {
-        Tc::make(config, Box::new(MemoryDc::new()), false, true)
+        Tc::make(config, Box::new(MemoryDc::new()), false, true, None)
+    }
+
+    /// A durable TC in `dir` over `dc`: recovery first replays the log
+    /// from the DC's last checkpoint (§6), applying committed
+    /// transactions only, then the TC runs, writing its log there.
+    ///
+    /// # Errors
+    /// An invalid config; another process has `dir` open
+    /// ([`Error::Locked`]); the log is damaged ([`Error::Corrupt`]) or a
+    /// part recovery needs is gone ([`Error::Missing`]); a file operation
+    /// failed.
+    pub fn open(
+        config: Config,
+        dir: &Path,
+        dc: Box<dyn DataComponent>,
+    ) -> Result<(Tc, Recovery), Error> {
+        Tc::open_with(config, dir, dc, false)
+    }
+
+    /// A broken [`Tc::open`] whose recovery applies every operation in
+    /// the log, committed or not (NOT correct; test-only `mutant`
+    /// builds), for the crash loop to catch.
+    ///
+    /// # Errors
+    /// As [`Tc::open`].
+    #[cfg(feature = "mutant")]
+    pub fn mutant_open_replaying_uncommitted(
+        config: Config,
+        dir: &Path,
+        dc: Box<dyn DataComponent>,
+    ) -> Result<(Tc, Recovery), Error> {
+        Tc::open_with(config, dir, dc, true)
+    }
+
+    fn open_with(
+        config: Config,
+        dir: &Path,
+        dc: Box<dyn DataComponent>,
+        uncommitted: bool,
+    ) -> Result<(Tc, Recovery), Error> {
+        config.validate()?;
+        let io = |what: &str, p: &Path, source| Error::Storage {
+            what: what.to_string(),
+            path: p.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+        let dir = dir.canonicalize().map_err(|e| io("resolve", dir, e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| io("open", &lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir)),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path, e)),
+        }
+        let names = read_tables(&dir)?;
+        let (rec, start_seq) = super::recover::replay(&dir, &*dc, uncommitted)?;
+        let logfile = LogFile::open(&dir)?;
+        let tc = Tc::make(
+            config,
+            dc,
+            false,
+            false,
+            Some(Opened {
+                dir,
+                logfile,
+                start_seq,
+                lock,
+            }),
+        )?;
+        for name in names {
+            tc.s.tables.create(&name, new_table)?;
+        }
+        Ok((tc, rec))
     }
 
     fn make(
@@ -307,12 +508,18 @@ impl Tc {
         dc: Box<dyn DataComponent>,
         ignore_reads: bool,
         apply_at_once: bool,
+        opened: Option<Opened>,
     ) -> Result<Tc, Error> {
         config.validate()?;
+        let start_seq = opened.as_ref().map_or(0, |o| o.start_seq);
+        let (dir, logfile, lock) = match opened {
+            Some(o) => (Some(o.dir), Some(o.logfile), Some(o.lock)),
+            None => (None, None, None),
+        };
         let s = Arc::new(Shared {
             tables: Catalog::default(),
             mvcc: MvccTable::new(20),
-            log: Log::new(config.buffer_bytes, config.log_buffers),
+            log: Log::starting_at(config.buffer_bytes, config.log_buffers, start_seq),
             dc,
             config,
             next_ts: StdAtomicU64::new(1),
@@ -329,20 +536,38 @@ impl Tc {
             is_broken: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             metrics: Metrics::default(),
+            durable_lsn: StdAtomicU64::new(start_seq << 32),
+            dir,
+            catalog_file: Mutex::new(()),
+            _lock: lock,
             ignore_reads,
             apply_at_once,
         });
-        let proxy = {
-            let s = Arc::clone(&s);
-            std::thread::Builder::new()
-                .name("tc-proxy".into())
-                .spawn(move || super::proxy::run(&s))
-                .map_err(Error::Io)?
-        };
-        Ok(Tc {
+        let file = logfile.map(|f| Arc::new(Mutex::new(f)));
+        let mut tc = Tc {
             s,
-            proxy: Some(proxy),
-        })
+            threads: Vec::new(),
+            scratch: false,
+        };
+        for (name, flusher) in [("tc-flusher", true), ("tc-proxy", false)] {
+            let (s, file) = (Arc::clone(&tc.s), file.clone());
+            let t = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || match flusher {
+                    true => super::proxy::flush(&s, start_seq, file.as_deref()),
+                    false => super::proxy::run(&s, start_seq, file.as_deref()),
+                })
+                .map_err(Error::Io)?;
+            tc.threads.push(t);
+        }
+        Ok(tc)
+    }
+
+    /// This durable TC's directory is scratch: it is removed when the TC
+    /// is dropped (a check's or a benchmark's disk DC).
+    pub fn scratch(mut self) -> Tc {
+        self.scratch = true;
+        self
     }
 
     /// What it has done so far, and its sizes.
@@ -372,9 +597,14 @@ impl Drop for Tc {
         self.s
             .stop
             .store(true, std::sync::atomic::Ordering::Release);
-        if let Some(p) = self.proxy.take() {
-            p.thread().unpark();
-            let _ = p.join();
+        for t in self.threads.drain(..) {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        if let (true, Some(dir)) = (self.scratch, &self.s.dir) {
+            // Runners still alive keep the shared state (the files stay
+            // open, unlinked); nothing else uses the directory.
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -393,14 +623,39 @@ impl Engine for Tc {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        self.s.tables.create(name, || Table {
-            index: Tree::new(),
-            scan_ts: AtomicU64::new(0),
-        })
+        let Some(dir) = &self.s.dir else {
+            return self.s.tables.create(name, new_table);
+        };
+        // Durable: the name is on disk before the table exists.
+        let _g = self.s.catalog_file.lock().expect("catalog");
+        if self.s.tables.find(name).is_ok() {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let mut names = self.s.tables.names();
+        names.push(name.to_string());
+        write_tables(dir, &names)?;
+        self.s.tables.create(name, new_table)
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
         self.s.tables.find(name)
+    }
+
+    fn durable_epoch(&self) -> Option<u64> {
+        self.s.dir.is_some().then(|| {
+            self.s
+                .durable_lsn
+                .load(std::sync::atomic::Ordering::Acquire)
+        })
+    }
+
+    fn log_bytes(&self) -> Option<u64> {
+        self.s.dir.is_some().then(|| {
+            self.s
+                .metrics
+                .logged
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
     }
 
     fn runner(&self) -> Result<Runner, Error> {
@@ -418,6 +673,7 @@ impl Engine for Tc {
             slot,
             stats: Stats::default(),
             last_ts: 0,
+            token: 0,
             writes: Vec::new(),
             record: Vec::new(),
             arena: Arena::default(),
@@ -470,6 +726,8 @@ pub struct Runner {
     slot: usize,
     stats: Stats,
     last_ts: u64,
+    /// The last transaction's durable token (an LSN past its commit).
+    token: u64,
     /// The running transaction's versions (reused).
     writes: Vec<*const Version>,
     /// Scratch for a log record (reused).
@@ -504,6 +762,9 @@ pub struct Txn<'a> {
     trim: bool,
     /// It appended version records (so it owes an outcome record).
     logged: bool,
+    /// The newest commit record among the versions it read from the log
+    /// (§2.3.1; what it read from the DC is durable).
+    read_commit: Cell<u64>,
 }
 
 /// Free a trimmed version.
@@ -573,6 +834,11 @@ impl<'a> Txn<'a> {
         let s: &'a Shared = self.s;
         if let Some(v) = v {
             if let Some(found) = from_log(&s.log, v.payload.load(Ordering::Acquire)) {
+                if v.creator != self.ts {
+                    // §2.3.1: acknowledged once what it read is durable.
+                    let c = v.commit.load(Ordering::Acquire);
+                    self.read_commit.set(self.read_commit.get().max(c));
+                }
                 s.metrics
                     .log_reads
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -699,23 +965,128 @@ impl Tx for Txn<'_> {
         // Keys that appear in the range from now on are held off from
         // older writers (see the module's notes).
         table.scan_ts.fetch_max(self.ts, Ordering::AcqRel);
+        self.merge_scan(t, table, (lo, hi), limit, reverse, f)
+    }
+}
+
+/// Keys a scan takes from each source per round.
+const SCAN_CHUNK: usize = 64;
+
+impl<'a> Txn<'a> {
+    /// A scan merges two ordered sources, a chunk at a time: the keys the
+    /// TC has items for (its index, read first) and the keys in the DC. A
+    /// key with an item reads its version at our timestamp (the DC's
+    /// value, read again, if none is listed there); a key with none takes
+    /// the DC chunk's value, which is the one we should see (see the
+    /// module's notes on what the DC holds).
+    /// Each round covers keys up to the nearer of the two chunks' last
+    /// keys, so no key of either source is skipped.
+    fn merge_scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        table: &Table,
+        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+        limit: usize,
+        reverse: bool,
+        mut f: F,
+    ) -> Result<(), TxError> {
+        let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
+        let (mut lo, mut hi) = (owned(lo), owned(hi));
+        let mut tc: Vec<(Vec<u8>, u64)> = Vec::with_capacity(SCAN_CHUNK);
+        let mut dc: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(SCAN_CHUNK);
+        let mut n = 0;
         let g = crossbeam_epoch::pin();
-        let this = &*self;
-        visit(
-            &mut ScanBatch::default(),
-            &table.index,
-            (lo, hi),
-            limit,
-            reverse,
-            &Pin(&g),
-            |_, c| {
+        loop {
+            tc.clear();
+            dc.clear();
+            let (l, h) = (as_ref(&lo), as_ref(&hi));
+            table.index.scan(
+                l,
+                h,
+                reverse,
+                &Pin(&g),
+                |_, _| {},
+                |k, c| {
+                    tc.push((k.to_vec(), c));
+                    tc.len() < SCAN_CHUNK
+                },
+            );
+            self.s
+                .dc
+                .range(t.index(), l, h, SCAN_CHUNK, reverse, &mut |k, v| {
+                    dc.push((k.to_vec(), v.to_vec()));
+                    true
+                })
+                .map_err(TxError::Failed)?;
+            let (tc_full, dc_full) = (tc.len() == SCAN_CHUNK, dc.len() == SCAN_CHUNK);
+            // The last key this round may settle.
+            let edge: Option<Vec<u8>> = match (tc_full, dc_full) {
+                (false, false) => None,
+                (true, false) => tc.last().map(|e| e.0.clone()),
+                (false, true) => dc.last().map(|e| e.0.clone()),
+                (true, true) => {
+                    let (a, b) = (&tc.last().expect("full").0, &dc.last().expect("full").0);
+                    Some(if (a < b) != reverse {
+                        a.clone()
+                    } else {
+                        b.clone()
+                    })
+                }
+            };
+            let before = |k: &[u8]| match &edge {
+                None => true,
+                Some(e) => (k <= e.as_slice()) != reverse || k == e.as_slice(),
+            };
+            let (mut i, mut j) = (0, 0);
+            loop {
+                let a = tc.get(i).filter(|e| before(&e.0));
+                let b = dc.get(j).filter(|e| before(&e.0));
+                let (key, item, dc_value) = match (a, b) {
+                    (None, None) => break,
+                    (Some(a), None) => (&a.0, Some(a.1), None),
+                    (None, Some(b)) => (&b.0, None, Some(&b.1)),
+                    (Some(a), Some(b)) if a.0 == b.0 => (&a.0, Some(a.1), Some(&b.1)),
+                    (Some(a), Some(b)) if (a.0 < b.0) != reverse => (&a.0, Some(a.1), None),
+                    (Some(_), Some(b)) => (&b.0, None, Some(&b.1)),
+                };
+                if item.is_some() {
+                    i += 1;
+                }
+                if dc_value.is_some() {
+                    j += 1;
+                }
                 // SAFETY: items are never freed while the TC lives (no
                 // record eviction yet).
-                let item = unsafe { &*(c as *const Item) };
-                this.value(item, this.visible(item))
-            },
-            f,
-        )
+                let item = item.map(|c| unsafe { &*(c as *const Item) });
+                let value = match item {
+                    // Read after the version list: a version applied and
+                    // trimmed since the DC chunk was read is in the DC now.
+                    Some(i) => self.value(i, self.visible(i))?,
+                    // No item when the index was read (before the DC): no
+                    // version we may see can have reached the DC since.
+                    None => dc_value.map(Vec::as_slice),
+                };
+                if let Some(v) = value {
+                    n += 1;
+                    if !f(key, v) || n == limit {
+                        return Ok(());
+                    }
+                }
+            }
+            let Some(edge) = edge else { return Ok(()) };
+            match reverse {
+                false => lo = Bound::Excluded(edge),
+                true => hi = Bound::Excluded(edge),
+            }
+        }
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
@@ -752,6 +1123,7 @@ impl TxRunner for Runner {
             o_lsn,
             trim,
             logged: false,
+            read_commit: Cell::new(0),
         };
         if self.s.over_hard.load(O::Relaxed) {
             // §6.5's hard watermark: sweep a slice of the table.
@@ -763,27 +1135,47 @@ impl TxRunner for Runner {
         }
         let r = body(&mut tx);
         let logged = tx.logged;
+        let read_commit = tx.read_commit.get();
         let state = match r {
             Ok(_) => COMMITTED,
             Err(_) => ABORTED,
         };
         let mut outcome = Ok(());
+        let mut commit_lsn = 0;
         if logged {
             // §2.3.1 fast commit: committed once the commit record is in
-            // a buffer (the log is not written out yet: see the module's
-            // notes). Read-only transactions write none.
+            // a buffer; acknowledged (`durable_token`) once that buffer is
+            // stable.
             self.record.clear();
             self.record
                 .push(if state == COMMITTED { COMMIT } else { ABORT });
             self.record.extend_from_slice(&ts.to_le_bytes());
-            outcome = self.s.log.append_forced(&self.record).map(|_| ());
+            outcome = self
+                .s
+                .log
+                .append_forced(&self.record)
+                .map(|l| commit_lsn = l);
         }
         let state = if outcome.is_err() { ABORTED } else { state };
         for &v in self.writes.iter() {
             // SAFETY: our versions, in items that live as long as the TC;
             // the pin keeps them.
-            unsafe { (*v).state.store(state, Ordering::Release) };
+            unsafe {
+                (*v).commit.store(commit_lsn, Ordering::Relaxed);
+                (*v).state.store(state, Ordering::Release);
+            }
         }
+        // §2.3.1: a writer waits for its commit record; a reader for the
+        // newest commit record it read, if that is not yet durable (ours:
+        // it waits on the durable LSN instead of logging a commit record
+        // of its own).
+        self.token = match (logged, state) {
+            (true, COMMITTED) => commit_lsn + 1,
+            _ if read_commit != 0 && read_commit >= self.s.durable_lsn.load(O::Acquire) => {
+                read_commit + 1
+            }
+            _ => 0,
+        };
         slot.store(IDLE, O::SeqCst);
         let created = self.writes.len() as i64;
         let trimmed = self.trimmed.len();
@@ -827,5 +1219,9 @@ impl TxRunner for Runner {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    fn durable_token(&self) -> u64 {
+        self.token
     }
 }

@@ -1,0 +1,345 @@
+//! The recovery log on disk (deuteronomy-cidr15 §2.3, §3.1): each sealed
+//! log buffer is written whole, in sequence, to segment files, and the
+//! TC calls it stable once the write is synced.
+//!
+//! A segment file `log-<first seq, 16 hex digits>` holds buffer images
+//! back to back; a new segment starts once one passes [`SEGMENT_BYTES`].
+//! An image is `magic (4) | seq (8) | length (4) | crc32 of seq, length
+//! and data (4) | data`. Checkpoints truncate the log by deleting the
+//! segments wholly below the redo scan start point (§6, RSSP).
+//!
+//! Reading back, an image that is cut short, or that fails its checksum
+//! and ends exactly where the last segment ends, is a write the crash
+//! interrupted: it was never synced, so nothing in it was acknowledged,
+//! and it is dropped.
+//! Anywhere else it is damage, and recovery stops with
+//! [`Error::Corrupt`] rather than guess; a gap in the sequence, or a
+//! missing first segment, is [`Error::Missing`].
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use granary_api::Error;
+
+const MAGIC: u32 = 0x4244_4c47; // "GLDB", little-endian
+const IMAGE_HEADER: usize = 4 + 8 + 4 + 4;
+/// A segment is closed once it passes this size.
+pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
+
+fn storage<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Error + 'p {
+    move |source| Error::Storage {
+        what: what.to_string(),
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn segment_name(first: u64) -> String {
+    format!("log-{first:016x}")
+}
+
+/// The segments in `dir`, by first sequence number.
+fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(storage("list the log", dir))? {
+        let e = e.map_err(storage("list the log", dir))?;
+        let name = e.file_name();
+        let Some(hex) = name.to_str().and_then(|n| n.strip_prefix("log-")) else {
+            continue;
+        };
+        if let Ok(first) = u64::from_str_radix(hex, 16) {
+            out.push((first, e.path()));
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(storage("sync the log directory", dir))
+}
+
+/// The log's writer (the TC Proxy's).
+pub(crate) struct LogFile {
+    dir: PathBuf,
+    file: Option<(File, PathBuf, u64)>,
+    /// Segments written, by first sequence number (the open one last).
+    segments: Vec<(u64, PathBuf)>,
+}
+
+impl LogFile {
+    /// A writer appending to the log in `dir` (whose segments were read
+    /// back by [`replay`]); the next buffer it writes starts a segment.
+    ///
+    /// # Errors
+    /// The directory cannot be listed.
+    pub fn open(dir: &Path) -> Result<LogFile, Error> {
+        Ok(LogFile {
+            dir: dir.to_path_buf(),
+            file: None,
+            segments: segments(dir)?,
+        })
+    }
+
+    /// Write buffer `seq`'s `data` (not yet synced).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn write(&mut self, seq: u64, data: &[u8]) -> Result<(), Error> {
+        let full = match &self.file {
+            Some((_, _, size)) => *size >= SEGMENT_BYTES,
+            None => true,
+        };
+        if full {
+            self.sync()?;
+            let path = self.dir.join(segment_name(seq));
+            let f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(storage("create a log segment", &path))?;
+            sync_dir(&self.dir)?;
+            self.segments.push((seq, path.clone()));
+            self.file = Some((f, path, 0));
+        }
+        let (f, path, size) = self.file.as_mut().expect("open");
+        let len = u32::try_from(data.len()).expect("a buffer fits u32");
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&seq.to_le_bytes());
+        crc.update(&len.to_le_bytes());
+        crc.update(data);
+        let mut head = [0u8; IMAGE_HEADER];
+        head[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        head[4..12].copy_from_slice(&seq.to_le_bytes());
+        head[12..16].copy_from_slice(&len.to_le_bytes());
+        head[16..20].copy_from_slice(&crc.finalize().to_le_bytes());
+        f.write_all(&head)
+            .and_then(|()| f.write_all(data))
+            .map_err(storage("write the log", path))?;
+        *size += (IMAGE_HEADER + data.len()) as u64;
+        Ok(())
+    }
+
+    /// Make everything written so far stable.
+    ///
+    /// # Errors
+    /// The sync failed.
+    pub fn sync(&mut self) -> Result<(), Error> {
+        match &self.file {
+            Some((f, path, _)) => f.sync_data().map_err(storage("sync the log", path)),
+            None => Ok(()),
+        }
+    }
+
+    /// Delete the segments that hold only buffers below `seq` (the
+    /// DC made them stable: §6's checkpoint).
+    ///
+    /// # Errors
+    /// A deletion failed.
+    pub fn truncate_below(&mut self, seq: u64) -> Result<(), Error> {
+        // Segment i holds buffers from its first up to segment i+1's.
+        let mut keep_from = 0;
+        for i in 0..self.segments.len().saturating_sub(1) {
+            if self.segments[i + 1].0 <= seq {
+                keep_from = i + 1;
+            }
+        }
+        for (_, path) in self.segments.drain(..keep_from) {
+            std::fs::remove_file(&path).map_err(storage("delete a log segment", &path))?;
+        }
+        if keep_from > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`replay`] found.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    /// The sequence number after the last image (at least `from`).
+    pub next: u64,
+    /// A torn last write: the segment, and the length to cut it to.
+    pub torn: Option<(PathBuf, u64)>,
+}
+
+/// Read back every buffer image in `dir` from sequence number `from` on,
+/// in order, passing each to `f`.
+///
+/// # Errors
+/// Damage, a gap, or a missing segment (see the module's notes), or
+/// what `f` fails with.
+pub(crate) fn replay(
+    dir: &Path,
+    from: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), Error>,
+) -> Result<Replayed, Error> {
+    let segs = segments(dir)?;
+    // The segment holding `from`: the last one that starts at or before it.
+    let start = segs.iter().rposition(|(first, _)| *first <= from);
+    let Some(start) = start else {
+        if let Some((first, path)) = segs.first() {
+            return Err(Error::Missing {
+                path: path.clone(),
+                what: format!(
+                    "the log starts at buffer {first}, but the data component's last \
+                     checkpoint needs it from buffer {from}"
+                ),
+            });
+        }
+        return Ok(Replayed {
+            next: from,
+            torn: None,
+        });
+    };
+    let mut next = None::<u64>;
+    let mut torn = None;
+    let last = segs.len() - 1;
+    for (i, (_, path)) in segs.iter().enumerate().skip(start) {
+        let mut bytes = Vec::new();
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(storage("read the log", path))?;
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let corrupt = |what: String| Error::Corrupt {
+                path: path.clone(),
+                offset: at as u64,
+                what,
+            };
+            let torn_tail = i == last;
+            let Some(head) = bytes.get(at..at + IMAGE_HEADER) else {
+                if torn_tail {
+                    torn = Some((path.clone(), at as u64));
+                    break;
+                }
+                return Err(corrupt("a log buffer image cut short".into()));
+            };
+            let magic = u32::from_le_bytes(head[0..4].try_into().expect("4"));
+            let seq = u64::from_le_bytes(head[4..12].try_into().expect("8"));
+            let len = u32::from_le_bytes(head[12..16].try_into().expect("4"));
+            let crc = u32::from_le_bytes(head[16..20].try_into().expect("4"));
+            let body = bytes.get(at + IMAGE_HEADER..at + IMAGE_HEADER + len as usize);
+            let ok = magic == MAGIC
+                && body.is_some_and(|b| {
+                    let mut h = crc32fast::Hasher::new();
+                    h.update(&seq.to_le_bytes());
+                    h.update(&len.to_le_bytes());
+                    h.update(b);
+                    h.finalize() == crc
+                });
+            if !ok {
+                // A torn last write (never synced, never acknowledged):
+                // the last image of the last segment, cut short or ending
+                // exactly at the end. Anything after it makes it damage.
+                let end = at + IMAGE_HEADER + len as usize;
+                if torn_tail && (body.is_none() || end == bytes.len()) {
+                    torn = Some((path.clone(), at as u64));
+                    break;
+                }
+                return Err(corrupt("a log buffer image fails its checksum".into()));
+            }
+            if let Some(n) = next {
+                if seq != n {
+                    return Err(Error::Missing {
+                        path: path.clone(),
+                        what: format!("log buffer {n} (the log jumps to buffer {seq})"),
+                    });
+                }
+            }
+            next = Some(seq + 1);
+            if seq >= from {
+                f(seq, body.expect("checked"))?;
+            }
+            at += IMAGE_HEADER + len as usize;
+        }
+    }
+    Ok(Replayed {
+        next: next.map_or(from, |n| n.max(from)),
+        torn,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("granary-logfile-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn read(d: &Path, from: u64) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        let mut out = Vec::new();
+        replay(d, from, |s, b| {
+            out.push((s, b.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn images_read_back_in_order_and_truncation_drops_whole_segments() {
+        let big = vec![7u8; (SEGMENT_BYTES / 2) as usize];
+        let d = dir("order2");
+        let mut w = LogFile::open(&d).unwrap();
+        for seq in 0..6u64 {
+            let len = if seq % 2 == 0 { big.len() } else { 10 };
+            w.write(seq, &big[..len]).unwrap();
+        }
+        w.sync().unwrap();
+        let got = read(&d, 0).unwrap();
+        assert_eq!(
+            got.iter().map(|g| g.0).collect::<Vec<_>>(),
+            (0..6).collect::<Vec<_>>()
+        );
+        assert_eq!(read(&d, 4).unwrap().len(), 2);
+        let before = segments(&d).unwrap().len();
+        assert!(before >= 2, "{before} segments");
+        w.truncate_below(4).unwrap();
+        let after = segments(&d).unwrap();
+        assert!(after.len() < before && after[0].0 <= 4, "{after:?}");
+        assert_eq!(read(&d, 4).unwrap().len(), 2, "what is needed stays");
+        assert!(matches!(read(&d, 0), Err(Error::Missing { .. })));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_gap_in_the_sequence_is_refused() {
+        let d = dir("gap");
+        let mut w = LogFile::open(&d).unwrap();
+        for seq in [0u64, 1, 3] {
+            w.write(seq, b"x").unwrap();
+        }
+        w.sync().unwrap();
+        assert!(matches!(read(&d, 0), Err(Error::Missing { .. })));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_torn_tail_is_dropped_but_damage_before_it_is_refused() {
+        let d = dir("torn");
+        let mut w = LogFile::open(&d).unwrap();
+        for seq in 0..3u64 {
+            w.write(seq, &[seq as u8; 100]).unwrap();
+        }
+        w.sync().unwrap();
+        drop(w);
+        let seg = segments(&d).unwrap()[0].1.clone();
+        let full = std::fs::read(&seg).unwrap();
+        // Cut into the last image: a torn write.
+        std::fs::write(&seg, &full[..full.len() - 30]).unwrap();
+        assert_eq!(read(&d, 0).unwrap().len(), 2);
+        // Damage the first image: refused.
+        let mut bad = full.clone();
+        bad[IMAGE_HEADER + 5] ^= 1;
+        std::fs::write(&seg, &bad).unwrap();
+        assert!(matches!(read(&d, 0), Err(Error::Corrupt { .. })));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

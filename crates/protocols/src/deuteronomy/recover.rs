@@ -1,0 +1,149 @@
+//! Recovery (deuteronomy-cidr15 §4.3, §6): replay the redo log from the
+//! data component's last checkpoint (the RSSP), applying the operations
+//! of committed transactions, in commit order, as blind writes.
+//!
+//! Below the RSSP every operation is applied stably at the DC or belongs
+//! to a transaction that aborted, so the scan starts there. A
+//! transaction's operations come before its commit record; one with an
+//! abort record, or with no outcome at all (it was running at the crash,
+//! so it was never acknowledged), is dropped. Blind writes in commit
+//! order leave the DC as the TC left it, however often they are replayed.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use granary_api::Error;
+
+use super::dc::{DataComponent, Op};
+use super::log::Lsn;
+use super::logfile;
+use super::tc::{Recovery, ABORT, COMMIT, DELETED, HEADER, OUTCOME, VERSION};
+
+/// An operation copied out of a log buffer (the buffer is gone by the
+/// time its commit record arrives, maybe).
+struct Owned {
+    table: u32,
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+    lsn: Lsn,
+}
+
+/// Operations per DC batch.
+const BATCH: usize = 4096;
+
+/// Replay the log in `dir` into `dc`: what it did, and the sequence
+/// number the new log starts at.
+///
+/// # Errors
+/// A damaged or incomplete log, or the DC failed.
+/// With `uncommitted` (the test-only mutant, NOT correct), every
+/// operation is applied, whatever its transaction's outcome.
+pub(super) fn replay(
+    dir: &Path,
+    dc: &dyn DataComponent,
+    uncommitted: bool,
+) -> Result<(Recovery, u64), Error> {
+    let rssp = dc.checkpointed();
+    let mut rec = Recovery {
+        from_lsn: rssp,
+        ..Recovery::default()
+    };
+    let mut undecided: HashMap<u64, Vec<Owned>> = HashMap::new();
+    let mut ready: Vec<Owned> = Vec::new();
+    let flush = |ready: &mut Vec<Owned>| -> Result<(), Error> {
+        let ops: Vec<Op<'_>> = ready
+            .iter()
+            .map(|o| Op {
+                table: o.table,
+                key: &o.key,
+                value: o.value.as_deref(),
+                lsn: o.lsn,
+            })
+            .collect();
+        dc.apply(&ops)?;
+        ready.clear();
+        Ok(())
+    };
+    let replayed = logfile::replay(dir, rssp >> 32, |seq, bytes| {
+        rec.buffers += 1;
+        rec.bytes += bytes.len() as u64;
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let lsn = (seq << 32) | at as u64;
+            let corrupt = |what: &str| Error::Corrupt {
+                path: dir.to_path_buf(),
+                offset: lsn,
+                what: format!("log record at LSN {lsn:#x}: {what}"),
+            };
+            let Some(head) = bytes.get(at..at + OUTCOME) else {
+                return Err(corrupt("cut short"));
+            };
+            let ts = u64::from_le_bytes(head[1..9].try_into().expect("8 bytes"));
+            match head[0] {
+                VERSION => {
+                    let h = bytes
+                        .get(at..at + HEADER)
+                        .ok_or_else(|| corrupt("cut short"))?;
+                    let table = u32::from_le_bytes(h[9..13].try_into().expect("4 bytes"));
+                    let klen = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes")) as usize;
+                    let vlen = u32::from_le_bytes(h[17..21].try_into().expect("4 bytes"));
+                    let vl = if vlen == DELETED { 0 } else { vlen as usize };
+                    let body = bytes
+                        .get(at + HEADER..at + HEADER + klen + vl)
+                        .ok_or_else(|| corrupt("cut short"))?;
+                    // Below the RSSP: applied, or aborted.
+                    if lsn >= rssp {
+                        let op = Owned {
+                            table,
+                            key: body[..klen].to_vec(),
+                            value: (vlen != DELETED).then(|| body[klen..].to_vec()),
+                            lsn,
+                        };
+                        match uncommitted {
+                            true => ready.push(op),
+                            false => undecided.entry(ts).or_default().push(op),
+                        }
+                    }
+                    at += HEADER + klen + vl;
+                }
+                COMMIT => {
+                    if let Some(ops) = undecided.remove(&ts) {
+                        rec.transactions += 1;
+                        rec.operations += ops.len() as u64;
+                        ready.extend(ops);
+                        if ready.len() >= BATCH {
+                            flush(&mut ready)?;
+                        }
+                    }
+                    at += OUTCOME;
+                }
+                ABORT => {
+                    undecided.remove(&ts);
+                    at += OUTCOME;
+                }
+                k => return Err(corrupt(&format!("unknown kind {k}"))),
+            }
+        }
+        Ok(())
+    })?;
+    flush(&mut ready)?;
+    rec.discarded = undecided.len() as u64;
+    if let Some((path, len)) = replayed.torn {
+        // Cut the torn write off, so the segment can be followed by new
+        // ones (a torn image anywhere but the very end is damage).
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(len).and_then(|()| f.sync_all()));
+        f.map_err(|source| Error::Storage {
+            what: "cut a torn write off the log".into(),
+            path: path.clone(),
+            source,
+        })?;
+        rec.torn_tail = true;
+    }
+    // Everything replayed is in the DC: make it stable, so the next
+    // recovery starts after it (a DC that does not persist replays all).
+    dc.checkpoint(replayed.next << 32)?;
+    Ok((rec, replayed.next))
+}

@@ -1,0 +1,310 @@
+//! Deuteronomy's crash loop (kill -9), with the disk data component: an
+//! acknowledged transaction is always there after recovery, and nothing
+//! is there in part.
+//!
+//! The parent test runs a CHILD process (this test binary again, running
+//! only [`child_entry`]) that opens a durable TC over a disk DC in one
+//! directory (recovering what the last child left), loads bank accounts
+//! once, and runs transfers on two threads; each transfer also inserts a
+//! row keyed by its unique id. The child acknowledges a transfer (a
+//! `@@crash ACK` line) only once the TC says it is durable (its durable
+//! token reached). The parent kills the child with SIGKILL at a seeded
+//! random moment (during recovery, the load, or the transfers), then
+//! opens the directory itself and checks that every acknowledged
+//! transfer's row is there; that each balance is its initial amount plus
+//! what the present rows moved (a transfer's debit, credit and row are all
+//! there or all absent); and that the total is constant. The next cycle
+//! runs on the same directory, so recovery runs on top of recoveries, and
+//! checkpoints truncate the log in between.
+//!
+//! `GRANARY_SEED` replays a run's choices (the kill moments are times, so
+//! only approximately); `GRANARY_STRESS=n` runs n × 20 cycles. On failure
+//! the directory is kept and its path printed.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::ops::Bound;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use granary_api::{Engine, TableId, Tx, TxRunner};
+use granary_protocols::deuteronomy::disk::DiskDc;
+use granary_protocols::deuteronomy::tc::{self, Tc};
+use granary_workloads::replay::{seed, stress};
+use granary_workloads::rng::Rng;
+
+const CHILD_DIR: &str = "GRANARY_DEUTERONOMY_CRASH_DIR";
+const CHILD_CYCLE: &str = "GRANARY_DEUTERONOMY_CRASH_CYCLE";
+const TAG: &str = "@@crash";
+const ACCOUNTS: u32 = 16;
+const INITIAL: i64 = 1000;
+const CYCLES: u64 = 20;
+/// Set in a child's environment: recover with the mutant that replays
+/// uncommitted transactions too (`mutant` builds).
+const MUTANT: &str = "GRANARY_DEUTERONOMY_CRASH_MUTANT";
+
+fn config() -> tc::Config {
+    tc::Config {
+        checkpoint_ms: 50,
+        ..tc::Config::default()
+    }
+}
+
+/// Open the TC in `dir` (with the recovery mutant if `mutant`).
+fn open(dir: &Path, mutant: bool) -> (Tc, tc::Recovery) {
+    let dc = DiskDc::open(&dir.join("dc.redb"), 1 << 20).expect("disk dc");
+    #[cfg(feature = "mutant")]
+    if mutant {
+        return Tc::mutant_open_replaying_uncommitted(config(), dir, Box::new(dc)).expect("open");
+    }
+    assert!(!mutant, "the mutant exists in `mutant` builds only");
+    Tc::open(config(), dir, Box::new(dc)).expect("open")
+}
+
+fn tables(tc: &Tc) -> (TableId, TableId) {
+    (
+        tc.open_table("accounts").expect("accounts"),
+        tc.open_table("transfers").expect("transfers"),
+    )
+}
+
+fn account(a: u32) -> [u8; 4] {
+    a.to_be_bytes()
+}
+
+fn int(v: &[u8]) -> i64 {
+    i64::from_le_bytes(v.try_into().expect("8 bytes"))
+}
+
+/// The child: recover, load once, transfer until killed.
+#[test]
+fn child_entry() {
+    let Ok(dir) = std::env::var(CHILD_DIR) else {
+        return; // Only as the crash loop's child.
+    };
+    let cycle: u64 = std::env::var(CHILD_CYCLE).unwrap().parse().unwrap();
+    let dir = Path::new(&dir);
+    let (tc, rec) = open(dir, std::env::var(MUTANT).is_ok());
+    println!("{TAG} RECOVERED {rec:?}");
+    let (accounts, transfers) = tables(&tc);
+    let mut r = tc.runner().unwrap();
+    r.try_run(|tx| {
+        if tx.get(accounts, b"loaded")?.is_none() {
+            for a in 0..ACCOUNTS {
+                tx.put(accounts, &account(a), &INITIAL.to_le_bytes())?;
+            }
+            tx.put(accounts, b"loaded", b"1")?;
+        }
+        Ok(())
+    })
+    .unwrap()
+    .expect("the load does not conflict");
+    drop(r);
+    std::thread::scope(|s| {
+        for thread in 0..2u64 {
+            let tc = &tc;
+            s.spawn(move || {
+                let mut r = tc.runner().unwrap();
+                let mut rng = Rng::new(cycle, thread);
+                let mut pending = std::collections::VecDeque::new();
+                for n in 0u64.. {
+                    let id = cycle << 40 | thread << 32 | n;
+                    let (a, b) = (
+                        rng.below(ACCOUNTS as u64) as u32,
+                        rng.below(ACCOUNTS as u64) as u32,
+                    );
+                    let amount = 1 + rng.below(50) as i64;
+                    let done = r
+                        .try_run(|tx| {
+                            let x = int(tx.get(accounts, &account(a))?.expect("loaded"));
+                            tx.put(accounts, &account(a), &(x - amount).to_le_bytes())?;
+                            let y = int(tx.get(accounts, &account(b))?.expect("loaded"));
+                            tx.put(accounts, &account(b), &(y + amount).to_le_bytes())?;
+                            let mut row = Vec::new();
+                            row.extend_from_slice(&a.to_le_bytes());
+                            row.extend_from_slice(&b.to_le_bytes());
+                            row.extend_from_slice(&amount.to_le_bytes());
+                            tx.insert(transfers, &id.to_be_bytes(), &row)
+                        })
+                        .expect("no engine error");
+                    if done.is_ok() {
+                        pending.push_back((r.durable_token(), id));
+                    }
+                    let durable = tc.durable_epoch().expect("durable");
+                    while pending.front().is_some_and(|&(t, _)| t <= durable) {
+                        let (_, id) = pending.pop_front().unwrap();
+                        println!("{TAG} ACK {id}");
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Check the directory after a crash: what was acknowledged is there, and
+/// nothing is there in part.
+fn verify(dir: &Path, acked: &HashSet<u64>, mutant: bool) -> Result<tc::Recovery, String> {
+    let (tc, rec) = open(dir, mutant);
+    let (accounts, transfers) = tables(&tc);
+    let mut r = tc.runner().unwrap();
+    let out = r
+        .try_run(|tx| {
+            let mut balances = HashMap::new();
+            let loaded = tx.get(accounts, b"loaded")?.is_some();
+            for a in 0..ACCOUNTS {
+                if let Some(v) = tx.get(accounts, &account(a))? {
+                    balances.insert(a, int(v));
+                }
+            }
+            let mut rows = Vec::new();
+            tx.scan(
+                transfers,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                usize::MAX,
+                false,
+                |k, v| {
+                    rows.push((
+                        u64::from_be_bytes(k.try_into().expect("8")),
+                        u32::from_le_bytes(v[0..4].try_into().expect("4")),
+                        u32::from_le_bytes(v[4..8].try_into().expect("4")),
+                        int(&v[8..16]),
+                    ));
+                    true
+                },
+            )?;
+            Ok((loaded, balances, rows))
+        })
+        .map_err(|e| format!("verify: {e}"))?
+        .map_err(|e| format!("verify conflicted: {e:?}"))?;
+    let (loaded, balances, rows) = out;
+    let present: HashSet<u64> = rows.iter().map(|r| r.0).collect();
+    if let Some(missing) = acked.iter().find(|id| !present.contains(id)) {
+        return Err(format!("acknowledged transfer {missing:#x} is gone"));
+    }
+    if !loaded {
+        return match (balances.is_empty(), rows.is_empty()) {
+            (true, true) => Ok(rec),
+            _ => Err("accounts or transfers without a completed load".into()),
+        };
+    }
+    let mut expect: HashMap<u32, i64> = (0..ACCOUNTS).map(|a| (a, INITIAL)).collect();
+    for &(_, a, b, amount) in &rows {
+        *expect.get_mut(&a).unwrap() -= amount;
+        *expect.get_mut(&b).unwrap() += amount;
+    }
+    for a in 0..ACCOUNTS {
+        if balances.get(&a) != expect.get(&a) {
+            return Err(format!(
+                "account {a} holds {:?}, but its transfer rows say {:?}: a transfer is there in part",
+                balances.get(&a),
+                expect.get(&a)
+            ));
+        }
+    }
+    Ok(rec)
+}
+
+#[test]
+fn crash_loop() {
+    if std::env::var(CHILD_DIR).is_ok() {
+        return;
+    }
+    let seed = seed("deuteronomy crash_loop");
+    if let Err(e) = cycles(seed, CYCLES * stress(), false) {
+        panic!("{e}");
+    }
+}
+
+/// The recovery mutant that applies uncommitted transactions is caught:
+/// a transfer killed halfway shows in part. The loop above can fail.
+#[cfg(feature = "mutant")]
+#[test]
+fn crash_loop_catches_the_recovery_mutant() {
+    if std::env::var(CHILD_DIR).is_ok() {
+        return;
+    }
+    let seed = seed("deuteronomy recovery mutant");
+    let e = cycles(seed, 40, true).expect_err("the mutant recovered correctly for 40 cycles");
+    eprintln!("caught: {e}");
+    std::fs::remove_dir_all(dir_for(seed, true)).unwrap();
+}
+
+/// The directory of a crash loop.
+fn dir_for(seed: u64, mutant: bool) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "granary-deut-crash-{}-{seed}-{mutant}",
+        std::process::id()
+    ))
+}
+
+/// Run `cycles` crash cycles on a fresh directory (removed on success),
+/// recovering with the mutant if `mutant`.
+fn cycles(seed: u64, cycles: u64, mutant: bool) -> Result<(), String> {
+    let mut rng = Rng::new(seed, 0);
+    let dir = dir_for(seed, mutant);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let me = std::env::current_exe().unwrap();
+    let mut acked: HashSet<u64> = HashSet::new();
+    let (mut replayed, mut cycles_with_acks) = (0u64, 0);
+    for cycle in 1..=cycles {
+        let t0 = Instant::now();
+        let mut cmd = Command::new(&me);
+        cmd.args([
+            "--exact",
+            "child_entry",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_DIR, &dir)
+        .env(CHILD_CYCLE, cycle.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+        match mutant {
+            true => cmd.env(MUTANT, "1"),
+            false => cmd.env_remove(MUTANT),
+        };
+        let mut child = cmd.spawn().unwrap();
+        let out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut acks = Vec::new();
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Some(id) = line.strip_prefix(&format!("{TAG} ACK ")) {
+                    acks.push(id.parse::<u64>().unwrap());
+                }
+            }
+            acks
+        });
+        let kill_after = Duration::from_millis(50 + rng.below(600));
+        std::thread::sleep(kill_after.saturating_sub(t0.elapsed()));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let acks = reader.join().unwrap();
+        cycles_with_acks += usize::from(!acks.is_empty());
+        acked.extend(acks);
+        match verify(&dir, &acked, mutant) {
+            Ok(rec) => replayed += rec.operations,
+            Err(e) => {
+                return Err(format!(
+                    "cycle {cycle} (seed {seed}, killed after {kill_after:?}): {e}; \
+                     directory kept: {}",
+                    dir.display()
+                ))
+            }
+        }
+    }
+    eprintln!(
+        "{cycles} cycles: {} transfers acknowledged in {cycles_with_acks} cycles, \
+         {replayed} operations replayed by the parent's recoveries",
+        acked.len()
+    );
+    if cycles_with_acks == 0 {
+        return Err("no child ever acknowledged a transfer".into());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    Ok(())
+}
