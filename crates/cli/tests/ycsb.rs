@@ -212,7 +212,7 @@ fn durable_run_logs_reports_and_recovers() {
         dir.join("db2").to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("--durable runs the silo engine only"));
+    assert!(text(&o.stderr).contains("--durable runs silo and deuteronomy only"));
 }
 
 fn scratch(test: &str) -> PathBuf {
