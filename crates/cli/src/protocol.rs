@@ -680,7 +680,10 @@ mod tests {
             "{e}"
         );
         let e = Protocol::Kv.supports(&ycsb.durable(true)).unwrap_err();
-        assert!(e.why.contains("--durable runs silo and deuteronomy only"), "{e}");
+        assert!(
+            e.why.contains("--durable runs silo and deuteronomy only"),
+            "{e}"
+        );
     }
 
     /// The refusal a design that needs a partition key (Partitioned-Store)

@@ -192,12 +192,14 @@ pub fn run_check<E: Engine>(
             recorder: &mut loader,
         };
         for chunk in (0..cfg.keys).collect::<Vec<_>>().chunks(1000) {
-            committed_or_err(rr.try_run(|tx| {
-                for &a in chunk {
-                    tx.put(table, &key(a), &value.to_be_bytes())?;
-                }
-                Ok(())
-            }))?;
+            committed_or_err(|| {
+                rr.try_run(|tx| {
+                    for &a in chunk {
+                        tx.put(table, &key(a), &value.to_be_bytes())?;
+                    }
+                    Ok(())
+                })
+            })?;
         }
     }
     let committed = AtomicU64::new(0);
@@ -249,7 +251,7 @@ pub fn run_check<E: Engine>(
             runner: &mut r,
             recorder: &mut recorders[0],
         };
-        let sum = committed_or_err(rr.try_run(|tx| audit(tx, table)))?;
+        let sum = committed_or_err(|| rr.try_run(|tx| audit(tx, table)))?;
         if sum != INITIAL_BALANCE * cfg.keys {
             violations.push(format!(
                 "final bank total {sum}, expected {}",
@@ -267,11 +269,27 @@ pub fn run_check<E: Engine>(
     })
 }
 
-fn committed_or_err<T>(r: Result<Result<T, granary_api::AbortReason>, Error>) -> Result<T, Error> {
-    match r? {
-        Ok(v) => Ok(v),
-        Err(last) => Err(Error::RetriesExhausted { attempts: 1, last }),
+/// Run `attempt` until it commits: the load and the final audit conflict
+/// with nothing, but an engine may still abort them (Deuteronomy sheds
+/// load while its log is full).
+fn committed_or_err<T>(
+    mut attempt: impl FnMut() -> Result<Result<T, granary_api::AbortReason>, Error>,
+) -> Result<T, Error> {
+    const ATTEMPTS: u32 = 10_000;
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        match attempt()? {
+            Ok(v) => return Ok(v),
+            Err(reason) => {
+                last = Some(reason);
+                std::thread::yield_now();
+            }
+        }
     }
+    Err(Error::RetriesExhausted {
+        attempts: ATTEMPTS,
+        last: last.expect("an attempt"),
+    })
 }
 
 /// Sum every account's balance (the audit's scan, also used unrecorded at

@@ -68,32 +68,56 @@ struct State {
 /// `start` is the log's first buffer: not whatever is active when this
 /// thread gets going (runners may have filled buffers by then).
 pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
-    let mut next = start;
-    let seal_after = Duration::from_micros(s.config.seal_after_us);
-    let mut last_seal = Instant::now();
-    let mut sealed = Vec::new();
+    let mut f = Flusher::new(s, start);
     while !s.stop.load(Ordering::Acquire) {
+        match f.step(s, file) {
+            Ok(true) => {}
+            Ok(false) => std::thread::park_timeout(Duration::from_micros(200)),
+            Err(()) => return,
+        }
+    }
+}
+
+/// The flusher's state, and one step of its work.
+pub(super) struct Flusher {
+    next: u64,
+    seal_after: Duration,
+    last_seal: Instant,
+    sealed: Vec<(u64, u32)>,
+}
+
+impl Flusher {
+    pub(super) fn new(s: &Shared, start: u64) -> Flusher {
+        Flusher {
+            next: start,
+            seal_after: Duration::from_micros(s.config.seal_after_us),
+            last_seal: Instant::now(),
+            sealed: Vec::new(),
+        }
+    }
+
+    /// Seal a quiet active buffer, or write and publish the sealed ones:
+    /// whether any was published (`Err` once the TC has failed).
+    pub(super) fn step(&mut self, s: &Shared, file: Option<&Mutex<LogFile>>) -> Result<bool, ()> {
         // Pinned: a slot looked at may hold a buffer being recycled.
-        let g = crossbeam_epoch::pin();
-        sealed.clear();
-        let mut seq = next;
+        let _g = crossbeam_epoch::pin();
+        self.sealed.clear();
+        let mut seq = self.next;
         while let Some(len) = s.log.buffer(seq).and_then(|b| b.ready()) {
-            sealed.push((seq, len));
+            self.sealed.push((seq, len));
             seq += 1;
         }
-        if sealed.is_empty() {
-            if last_seal.elapsed() >= seal_after {
+        if self.sealed.is_empty() {
+            if self.last_seal.elapsed() >= self.seal_after {
                 // Group commit: let a quiet log drain.
                 s.log.seal_active();
-                last_seal = Instant::now();
+                self.last_seal = Instant::now();
             }
-            drop(g);
-            std::thread::park_timeout(Duration::from_micros(50));
-            continue;
+            return Ok(false);
         }
         if let Some(f) = file {
             let mut f = f.lock().expect("log file");
-            let written = sealed.iter().try_for_each(|&(seq, len)| {
+            let written = self.sealed.iter().try_for_each(|&(seq, len)| {
                 // SAFETY: sealed with no users: its first `len` bytes are
                 // final; it is recycled only once the TC Proxy has passed
                 // it, after `durable_lsn` does.
@@ -102,15 +126,15 @@ pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
             });
             if let Err(e) = written.and_then(|()| f.sync()) {
                 s.fail(format!("the recovery log could not be written: {e}"));
-                return;
+                return Err(());
             }
-            let bytes: u64 = sealed.iter().map(|&(_, len)| u64::from(len)).sum();
+            let bytes: u64 = self.sealed.iter().map(|&(_, len)| u64::from(len)).sum();
             s.metrics.logged.fetch_add(bytes, Ordering::Relaxed);
         }
-        next = seq;
-        last_seal = Instant::now();
-        s.durable_lsn.store(next << 32, Ordering::Release);
-        drop(g);
+        self.next = seq;
+        self.last_seal = Instant::now();
+        s.durable_lsn.store(self.next << 32, Ordering::Release);
+        Ok(true)
     }
 }
 
@@ -118,16 +142,25 @@ pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
 /// stable buffers in order, applies what it can, publishes O-LSN,
 /// recycles the buffers below it, and checkpoints a durable TC (§6).
 ///
-/// `start` is the log's first buffer (as for [`flush`]).
+/// `start` is the log's first buffer (as for [`flush`]). With no log
+/// file (an in-memory TC) there is nothing to wait for in writing, and
+/// this thread does the flusher's steps itself (one thread fewer on the
+/// cores).
 pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
     let mut st = State {
         next: start,
         ..State::default()
     };
+    let mut flusher = file.is_none().then(|| Flusher::new(s, start));
     let checkpoint_every = Duration::from_millis(s.config.checkpoint_ms);
     let mut last_checkpoint = Instant::now();
     let mut ops: Vec<Op<'_>> = Vec::with_capacity(BATCH);
     while !s.stop.load(Ordering::Acquire) {
+        if let Some(f) = &mut flusher {
+            if f.step(s, None).is_err() {
+                return;
+            }
+        }
         let stable = s.durable_lsn.load(Ordering::Acquire) >> 32;
         let progressed = st.next < stable;
         while st.next < stable {
@@ -191,7 +224,7 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
         s.over_hard
             .store(versions > s.config.hard_versions, Ordering::Relaxed);
         if !progressed {
-            std::thread::park_timeout(Duration::from_micros(50));
+            std::thread::park_timeout(Duration::from_micros(200));
         }
     }
 }

@@ -126,7 +126,7 @@ impl Default for Config {
             log_buffers: 64,
             soft_versions: 1 << 20,
             hard_versions: 4 << 20,
-            seal_after_us: 200,
+            seal_after_us: 1000,
             checkpoint_ms: 2000,
         }
     }
@@ -549,7 +549,12 @@ impl Tc {
             threads: Vec::new(),
             scratch: false,
         };
+        // An in-memory TC's proxy flushes too (see `proxy::run`).
+        let durable = file.is_some();
         for (name, flusher) in [("tc-flusher", true), ("tc-proxy", false)] {
+            if flusher && !durable {
+                continue;
+            }
             let (s, file) = (Arc::clone(&tc.s), file.clone());
             let t = std::thread::Builder::new()
                 .name(name.into())
