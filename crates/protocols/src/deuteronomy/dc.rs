@@ -234,68 +234,61 @@ impl Drop for MemoryDc {
     }
 }
 
+/// The contract every DC meets, run on one (tests of each back end).
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memory_dc_upserts_deletes_and_ranges_per_table() {
-        let dc = MemoryDc::new();
-        let op = |table, key, value, lsn| Op {
-            table,
-            key,
-            value,
-            lsn,
-        };
-        dc.apply(&[
-            op(1, b"a", Some(&b"1"[..]), 10),
-            op(1, b"b", Some(b"2"), 11),
-            op(2, b"a", Some(b"x"), 12),
-            op(1, b"a", Some(b"3"), 13),
-            op(1, b"c", Some(b"4"), 14),
-            op(1, b"b", None, 15),
-        ])
-        .unwrap();
-        let mut out = Vec::new();
-        assert_eq!(dc.get(1, b"a", &mut out).unwrap(), Some(13));
-        assert_eq!(out, b"3");
-        assert_eq!(dc.get(1, b"b", &mut out).unwrap(), None);
-        assert_eq!(dc.get(2, b"a", &mut out).unwrap(), Some(12));
-        assert_eq!(out, b"x");
+pub(super) fn exercise(dc: &dyn DataComponent) {
+    let op = |table, key, value, lsn| Op {
+        table,
+        key,
+        value,
+        lsn,
+    };
+    dc.apply(&[
+        op(1, &b"a"[..], Some(&b"1"[..]), 10),
+        op(1, b"b", Some(b"2"), 11),
+        op(2, b"a", Some(b"x"), 12),
+        op(1, b"a", Some(b"3"), 13),
+        op(1, b"c", Some(b"4"), 14),
+        op(1, b"b", None, 15),
+    ])
+    .unwrap();
+    let mut out = Vec::new();
+    assert_eq!(dc.get(1, b"a", &mut out).unwrap(), Some(13));
+    assert_eq!(out, b"3");
+    assert_eq!(dc.get(1, b"b", &mut out).unwrap(), None);
+    assert_eq!(dc.get(2, b"a", &mut out).unwrap(), Some(12));
+    assert_eq!(out, b"x");
+    let range = |limit, reverse| {
         let mut seen = Vec::new();
         dc.range(
             1,
             Bound::Unbounded,
             Bound::Unbounded,
-            10,
-            false,
+            limit,
+            reverse,
             &mut |k, v| {
                 seen.push((k.to_vec(), v.to_vec()));
                 true
             },
         )
         .unwrap();
-        assert_eq!(
-            seen,
-            vec![
-                (b"a".to_vec(), b"3".to_vec()),
-                (b"c".to_vec(), b"4".to_vec())
-            ],
-            "table 1 only"
-        );
-        seen.clear();
-        dc.range(
-            1,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            1,
-            true,
-            &mut |k, _| {
-                seen.push((k.to_vec(), vec![]));
-                true
-            },
-        )
-        .unwrap();
-        assert_eq!(seen, vec![(b"c".to_vec(), vec![])], "reverse, limit 1");
+        seen
+    };
+    let (a, c) = (
+        (b"a".to_vec(), b"3".to_vec()),
+        (b"c".to_vec(), b"4".to_vec()),
+    );
+    assert_eq!(range(10, false), vec![a.clone(), c.clone()], "table 1 only");
+    assert_eq!(range(10, true), vec![c.clone(), a], "reverse");
+    assert_eq!(range(1, true), vec![c], "reverse, limit 1");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_dc_upserts_deletes_and_ranges_per_table() {
+        exercise(&MemoryDc::new());
     }
 }

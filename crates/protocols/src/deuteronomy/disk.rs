@@ -203,45 +203,7 @@ mod tests {
         let path = dir.join("dc.redb");
         {
             let dc = DiskDc::open(&path, 1 << 20).unwrap();
-            let op = |table, key, value, lsn| Op {
-                table,
-                key,
-                value,
-                lsn,
-            };
-            dc.apply(&[
-                op(1, &b"a"[..], Some(&b"1"[..]), 10),
-                op(1, b"b", Some(b"2"), 11),
-                op(2, b"a", Some(b"x"), 12),
-                op(1, b"a", Some(b"3"), 13),
-                op(1, b"c", Some(b"4"), 14),
-                op(1, b"b", None, 15),
-            ])
-            .unwrap();
-            let mut out = Vec::new();
-            assert_eq!(dc.get(1, b"a", &mut out).unwrap(), Some(13));
-            assert_eq!(out, b"3");
-            assert_eq!(dc.get(1, b"b", &mut out).unwrap(), None);
-            let mut seen = Vec::new();
-            dc.range(
-                1,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                10,
-                true,
-                &mut |k, v| {
-                    seen.push((k.to_vec(), v.to_vec()));
-                    true
-                },
-            )
-            .unwrap();
-            assert_eq!(
-                seen,
-                vec![
-                    (b"c".to_vec(), b"4".to_vec()),
-                    (b"a".to_vec(), b"3".to_vec())
-                ]
-            );
+            super::super::dc::exercise(&dc);
             dc.checkpoint(99).unwrap();
         }
         let dc = DiskDc::open(&path, 1 << 20).unwrap();

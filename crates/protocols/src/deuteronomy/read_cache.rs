@@ -589,21 +589,6 @@ mod tests {
         assert_eq!(out, [2; 1024]);
     }
 
-    fn seed() -> u64 {
-        let s = std::env::var("GRANARY_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-                    % 1_000_000
-            });
-        eprintln!("seed {s} (replay with GRANARY_SEED={s})");
-        s
-    }
-
     /// 4 threads insert and look up ids of a small id space in a 64 KiB
     /// ring for about a second: the ring wraps thousands of times, and
     /// threads (4 on however few cores) are preempted mid-copy, so
@@ -611,7 +596,7 @@ mod tests {
     /// earlier ones. Every hit must be its id's value.
     #[test]
     fn threads_never_read_a_wrong_value() {
-        let seed = seed();
+        let seed = granary_workloads::replay::seed("read cache stress");
         let c = ReadCache::new(1 << 16, 256);
         let ids = 4096;
         let stop = std::time::Instant::now() + std::time::Duration::from_millis(1000);
