@@ -1,8 +1,9 @@
 //! Deuteronomy (Levandoski, Lomet, Sengupta, Stutsman, Wang; CIDR'15): a
 //! transaction component (TC) over pluggable data components. **In
 //! progress** (issue 21): the pieces built so far, each tested on its
-//! own, and a first TC joining them, which `granary check --protocol
-//! deuteronomy` runs.
+//! own, and the TC joining them, which `--protocol deuteronomy` runs in
+//! every benchmark and `granary check` (see ARCHITECTURE.md for what is
+//! not built yet).
 //!
 //! * `log`: §5.1's recovery log buffers, reserved latch-free with one
 //!   atomic add on an `OFFSET | USERS` word, sealed by the reservation
@@ -17,7 +18,10 @@
 //!   not built yet).
 //! * `proxy`: §4's TC Proxy, which applies committed operations to the
 //!   data component and recycles log buffers.
-//! * [`dc`]: the data component interface, and its in-memory back end.
+//! * [`dc`]: the data component interface, and its in-memory back end;
+//!   [`disk`]: the redb back end.
+//! * `logfile`, `recover`: the log on disk, and recovery from it.
+//! * `read_cache`: §3.3's read cache (built and tested; not used yet).
 
 // Parts the TC does not use yet (whole-buffer reads, for the flusher)
 // are built and tested ahead of it.

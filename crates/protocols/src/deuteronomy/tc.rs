@@ -3,11 +3,14 @@
 //! log's buffers (§3.1: the redo record is the version), over a data
 //! component (`dc`) that the TC Proxy (`proxy`) keeps up to date.
 //!
-//! **In progress** (issue 21): the log is not yet written to disk (so
-//! nothing survives the process, and commits are acknowledged once their
-//! commit record is in a buffer), there is no read cache (§3.3: a version
-//! no longer in the log is read from the DC each time), and record items
-//! are never evicted (versions are).
+//! A TC made by [`Tc::open`] is durable: its log is written and synced
+//! (see `proxy`), commits are acknowledged through durable tokens once
+//! their commit record is stable (§2.3.1), and opening recovers. One made
+//! by [`Tc::with`] keeps its log in memory.
+//!
+//! **In progress** (issue 21): the read cache (§3.3) is not used yet (a
+//! version no longer in the log is read from the DC each time), and
+//! record items are never evicted (versions are).
 //!
 //! **The transaction table** (§2.1) is one cache line per runner holding
 //! the timestamp of its running transaction; the oldest active
