@@ -602,7 +602,13 @@ impl Log {
         }
         let slot = &self.slots[next as usize % SLOTS];
         if !slot.load(Ordering::Acquire).is_null() {
-            // Buffer `next - SLOTS` is still in use.
+            // Either another thread installed `next` between our two loads
+            // (its claim precedes its store, so the Acquire load above
+            // makes the claim visible now), or buffer `next - SLOTS` is
+            // still in use.
+            if self.installed.load(Ordering::Acquire) >= next {
+                return Ok(());
+            }
             return Err(Full);
         }
         let mut fresh = {
