@@ -203,7 +203,7 @@ mod tests {
         let path = dir.join("dc.redb");
         {
             let dc = DiskDc::open(&path, 1 << 20).unwrap();
-            super::super::dc::exercise(&dc);
+            super::super::dc::check_contract(&dc);
             dc.checkpoint(99).unwrap();
         }
         let dc = DiskDc::open(&path, 1 << 20).unwrap();
