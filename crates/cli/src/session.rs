@@ -87,13 +87,19 @@ fn tc_line(
     b: &granary_protocols::deuteronomy::tc::Report,
     secs: f64,
 ) -> String {
-    let (log, dc) = (b.log_reads - a.log_reads, b.dc_reads - a.dc_reads);
-    let reads = (log + dc).max(1) as f64;
+    let (log, cache, dc) = (
+        b.log_reads - a.log_reads,
+        b.cache_reads - a.cache_reads,
+        b.dc_reads - a.dc_reads,
+    );
+    let reads = (log + cache + dc).max(1) as f64;
     let applied = b.applied - a.applied;
     format!(
-        "tc: reads {:.1}% from the log, {:.1}% from the DC; DC applied {:.0} ops/s \
-         ({} batches); {} versions trimmed; {} versions, {} log buffers now",
+        "tc: reads {:.1}% from the log, {:.1}% from the read cache, {:.1}% from the DC; \
+         DC applied {:.0} ops/s ({} batches); {} versions trimmed; {} versions, \
+         {} log buffers now",
         100.0 * log as f64 / reads,
+        100.0 * cache as f64 / reads,
         100.0 * dc as f64 / reads,
         applied as f64 / secs.max(1e-9),
         b.batches - a.batches,

@@ -86,8 +86,10 @@ fn the_mutant_is_caught() {
 }
 
 /// Garbage collection always on (versions trimmed as soon as the DC holds
-/// them, buffers sealed every 20 µs and recycled once applied): the
-/// histories stay serializable while most reads go to the DC.
+/// them, cold record items evicted, buffers sealed every 20 µs and
+/// recycled once applied, a 64 KiB read cache that wraps constantly):
+/// the histories stay serializable while most reads go to the DC or the
+/// read cache.
 fn gc_config() -> tc::Config {
     tc::Config {
         buffer_bytes: 2 << 20,
@@ -95,6 +97,7 @@ fn gc_config() -> tc::Config {
         soft_versions: 0,
         hard_versions: 0,
         seal_after_us: 20,
+        read_cache_bytes: 64 << 10,
         ..tc::Config::default()
     }
 }
@@ -102,7 +105,7 @@ fn gc_config() -> tc::Config {
 #[test]
 fn garbage_collected_histories_are_serializable() {
     let seed = seed();
-    let mut total = (0, 0, 0);
+    let mut total = (0, 0, 0, 0, 0);
     for w in CheckWorkload::ALL {
         let mut cfg = CheckConfig::new(w);
         cfg.txns = 10_000;
@@ -126,12 +129,15 @@ fn garbage_collected_histories_are_serializable() {
         total.0 += r.dc_reads;
         total.1 += r.trimmed;
         total.2 += r.recycled;
+        total.3 += r.evicted;
+        total.4 += r.cache_reads;
     }
     // Per workload, a short run on a busy machine may read everything
     // before the DC has it; over the four, garbage collection must run.
     assert!(
-        total.0 > 0 && total.1 > 0 && total.2 > 0,
-        "garbage collection never ran (DC reads, trimmed, recycled): {total:?}"
+        total.0 > 0 && total.1 > 0 && total.2 > 0 && total.3 > 0 && total.4 > 0,
+        "garbage collection never ran (DC reads, trimmed, recycled, evicted, \
+         read cache hits): {total:?}"
     );
 }
 
@@ -162,5 +168,34 @@ fn the_garbage_collection_mutant_is_caught() {
         })
     });
     let caught = caught.expect("the mutant TC gave serializable histories in 30 rounds");
+    eprintln!("caught: {caught}");
+}
+
+/// A hard watermark that evicts record items a running transaction has
+/// read lets an older writer slip in under that read: the checker
+/// catches it, so eviction's read-timestamp check is tested.
+#[cfg(feature = "mutant")]
+#[test]
+fn the_eviction_mutant_is_caught() {
+    let seed = seed();
+    let caught = (0..30).find_map(|attempt| {
+        [
+            CheckWorkload::Ycsb,
+            CheckWorkload::ListAppend,
+            CheckWorkload::Bank,
+        ]
+        .into_iter()
+        .find_map(|w| {
+            let mut cfg = CheckConfig::new(w);
+            cfg.txns = 10_000;
+            cfg.seed = seed + attempt;
+            let tc = Tc::mutant_evicting_read_items(gc_config()).expect("tc");
+            let run = run_check(&tc, &cfg, &|_| {}).expect("run");
+            let report = check(&run.history, Level::Serializable);
+            (!report.is_ok() || !run.invariant_violations.is_empty())
+                .then(|| format!("{w} (seed {}):\n{report}", cfg.seed))
+        })
+    });
+    let caught = caught.expect("the eviction mutant gave serializable histories in 30 rounds");
     eprintln!("caught: {caught}");
 }

@@ -21,7 +21,7 @@
 //! * [`dc`]: the data component interface, and its in-memory back end;
 //!   [`disk`]: the redb back end.
 //! * `logfile`, `recover`: the log on disk, and recovery from it.
-//! * `read_cache`: §3.3's read cache (built and tested; not used yet).
+//! * `read_cache`: §3.3's read cache, of versions read from the DC.
 
 // Parts the TC does not use yet (whole-buffer reads, for the flusher)
 // are built and tested ahead of it.
@@ -37,7 +37,6 @@ pub(crate) mod record;
 #[allow(dead_code)]
 pub(crate) mod table;
 
-#[allow(dead_code)]
 pub(crate) mod read_cache;
 
 pub mod dc;

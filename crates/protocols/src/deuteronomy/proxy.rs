@@ -218,11 +218,15 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
             st.held.pop_front();
         }
         drop(g);
-        let versions = s.versions.load(Ordering::Relaxed).max(0) as usize;
+        // §6.5: the watermarks count MVCC entries, items and versions.
+        let (items, versions) = s.entries();
+        let entries = (items + versions).max(0) as usize;
         s.over_soft
-            .store(versions > s.config.soft_versions, Ordering::Relaxed);
+            .store(entries > s.config.soft_versions, Ordering::Relaxed);
         s.over_hard
-            .store(versions > s.config.hard_versions, Ordering::Relaxed);
+            .store(entries > s.config.hard_versions, Ordering::Relaxed);
+        // For the hard watermark's evictions.
+        s.oat_seen.store(s.oat(), Ordering::Release);
         if !progressed {
             std::thread::park_timeout(Duration::from_micros(200));
         }
@@ -273,9 +277,9 @@ fn apply<'s>(
     if st.committed.is_empty() {
         return Ok(());
     }
-    let oat = match s.apply_at_once {
-        true => u64::MAX,
-        false => s.oat(),
+    let oat = match s.flaw {
+        super::tc::Flaw::ApplyAtOnce => u64::MAX,
+        _ => s.oat(),
     };
     let mut done = 0;
     while let Some((ts, lsns)) = st.committed.get(done) {

@@ -31,6 +31,21 @@
 //! are written before the CAS that prepends it (AcqRel) and read after
 //! an Acquire load of the head; its state moves with Release stores
 //! (committed, aborted) that readers load with Acquire.
+//!
+//! Eviction (§6.5's hard watermark: cold record entries leave the TC) is
+//! settled the same way. A record may go only when it lists no version
+//! (every one is at the data component) and its read timestamp is below
+//! the oldest active transaction: then no transaction, running or to
+//! come, is old enough to be refused by it, and a fresh record in its
+//! place (read timestamp 0, reads going to the DC) behaves exactly alike.
+//! The evictor swaps the empty head for the [`DEAD`] mark by CAS (a
+//! writer's prepend then fails and it finds the mark), then reads the
+//! read timestamp with an RMW: a reader whose raise came first is seen
+//! (the evictor puts the empty head back and the record stays); one whose
+//! raise came after sees the mark when it checks the head, and reads
+//! again through a fresh record. Only its evictor unmarks a marked head,
+//! at once; a record that stays marked is removed from the table by its
+//! evictor. A loom model checks both races.
 
 use granary_api::AbortReason;
 
@@ -40,6 +55,9 @@ use crate::sync::{AtomicU64, Ordering};
 use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
+
+/// The head of an evicted record (never dereferenced).
+const DEAD: *mut Version = std::ptr::dangling_mut();
 
 /// Version states.
 pub(crate) const ACTIVE: u8 = 0;
@@ -81,6 +99,8 @@ pub(crate) enum Seen<'a> {
     /// The visible version's creator (this timestamp) has not finished:
     /// wait for it, then read again.
     Pending(u64),
+    /// The record was evicted: read its key again through a fresh one.
+    Gone,
 }
 
 impl std::fmt::Debug for Version {
@@ -130,6 +150,9 @@ impl Record {
     pub fn read(&self, ts: u64) -> Seen<'_> {
         loop {
             let head = self.head.load(Ordering::Acquire);
+            if head == DEAD {
+                return Seen::Gone;
+            }
             let youngest = self.live(head);
             // Whether the versions younger than the one we read hold off
             // older writers for us: only committed ones do (§2.2: "older
@@ -189,24 +212,33 @@ impl Record {
     /// The version it made (or its own earlier one, its payload replaced),
     /// which it must mark committed or aborted when it ends; or why it
     /// must abort.
+    ///
+    /// # Panics
+    /// If the record was evicted (tests only: the TC uses
+    /// [`Record::write_checked`]).
     pub fn write(&self, ts: u64, payload: u64) -> Result<&Version, AbortReason> {
         self.write_checked(ts, payload, true)
+            .map(|v| v.expect("a record that is not evicted"))
     }
 
     /// [`Record::write`], which with `check_reads` false (the test-only
-    /// mutant, NOT serializable) ignores the read timestamp.
+    /// mutant, NOT serializable) ignores the read timestamp. `Ok(None)`:
+    /// the record was evicted; write through a fresh one.
     pub fn write_checked(
         &self,
         ts: u64,
         payload: u64,
         check_reads: bool,
-    ) -> Result<&Version, AbortReason> {
+    ) -> Result<Option<&Version>, AbortReason> {
         loop {
             let head = self.head.load(Ordering::Acquire);
+            if head == DEAD {
+                return Ok(None);
+            }
             if let Some(y) = self.live(head) {
                 if y.creator == ts {
                     y.payload.store(payload, Ordering::Release);
-                    return Ok(y);
+                    return Ok(Some(y));
                 }
                 match y.state.load(Ordering::Acquire) {
                     // Aborted since `live` passed it: look again.
@@ -242,8 +274,39 @@ impl Record {
                 v.state.store(ABORTED, Ordering::Release);
                 return Err(AbortReason::ReadValidation);
             }
-            return Ok(v);
+            return Ok(Some(v));
         }
+    }
+
+    /// Evict the record if it lists no version and no transaction at or
+    /// after `oat` (the oldest active one) has read it: true if it is now
+    /// marked [`DEAD`], for good (the caller removes it from the table).
+    /// See the module's notes.
+    pub fn evict(&self, oat: u64) -> bool {
+        if !self.head.load(Ordering::Acquire).is_null()
+            || self.read_ts.load(Ordering::Acquire) >= oat
+        {
+            return false;
+        }
+        if self
+            .head
+            .compare_exchange(
+                std::ptr::null_mut(),
+                DEAD,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return false; // A writer got in.
+        }
+        // An RMW: it reads the latest read timestamp (see above).
+        if self.read_ts.fetch_add(0, Ordering::AcqRel) >= oat {
+            // A reader got in first: it stays. Only we change a DEAD head.
+            self.head.store(std::ptr::null_mut(), Ordering::Release);
+            return false;
+        }
+        true
     }
 }
 
@@ -282,6 +345,9 @@ impl Record {
         };
         // A look first, without the flag: most records have nothing to cut.
         let mut v = self.head.load(Ordering::Acquire);
+        if v == DEAD {
+            return 0;
+        }
         // SAFETY: versions stay allocated while the caller is pinned.
         while let Some(ver) = unsafe { v.as_ref() } {
             if cut_at(ver) {
@@ -300,6 +366,10 @@ impl Record {
         let mut n = 0;
         let mut prev: Option<&Version> = None;
         let mut v = self.head.load(Ordering::Acquire);
+        if v == DEAD {
+            // Emptied by another trimmer and evicted since our look.
+            v = std::ptr::null_mut();
+        }
         // SAFETY: as above.
         while let Some(ver) = unsafe { v.as_ref() } {
             if cut_at(ver) {
@@ -344,6 +414,9 @@ impl Record {
     pub fn len(&self) -> usize {
         let mut n = 0;
         let mut v = self.head.load(Ordering::Acquire);
+        if v == DEAD {
+            return 0;
+        }
         // SAFETY: as in `trim`.
         while let Some(ver) = unsafe { v.as_ref() } {
             n += 1;
@@ -356,7 +429,7 @@ impl Record {
 impl Drop for Record {
     fn drop(&mut self) {
         let mut v = self.head.load(Ordering::Relaxed);
-        while !v.is_null() {
+        while !v.is_null() && v != DEAD {
             // SAFETY: the record is going: its versions are ours alone.
             let b = unsafe { Box::from_raw(v) };
             v = b.next.load(Ordering::Relaxed);
@@ -377,6 +450,30 @@ mod tests {
             Seen::Version(v) => Some(v.payload.load(Ordering::Acquire)),
             Seen::Nothing => None,
             Seen::Pending(c) => panic!("pending on {c}"),
+            Seen::Gone => panic!("evicted"),
+        }
+    }
+
+    /// A record is evicted only empty and unread at or after the OAT;
+    /// an evicted one sends readers and writers to a fresh record.
+    #[test]
+    fn only_empty_cold_records_are_evicted() {
+        let r = Record::new();
+        commit(r.write(10, 100).unwrap());
+        assert!(!r.evict(100), "it lists a version");
+        let mut out = Vec::new();
+        assert_eq!(r.trim(|_| true, false, &mut out), 1);
+        assert_eq!(payload(r.read(20)), None);
+        assert!(!r.evict(20), "read at 20, the OAT");
+        assert!(r.evict(21));
+        assert_eq!(r.read(30), Seen::Gone);
+        assert_eq!(r.write_checked(30, 1, true), Ok(None));
+        assert_eq!(r.trim(|_| true, false, &mut out), 0);
+        assert_eq!(r.len(), 0);
+        assert!(!r.evict(u64::MAX), "once");
+        for v in out {
+            // SAFETY: unlinked by the trim above, and freed once.
+            drop(unsafe { Box::from_raw(v) });
         }
     }
 
@@ -513,7 +610,7 @@ mod loom_tests {
                 loom::thread::spawn(move || match r.read(20) {
                     Seen::Version(v) => Some(v.creator),
                     Seen::Pending(c) => Some(c + 1000),
-                    Seen::Nothing => None,
+                    Seen::Nothing | Seen::Gone => None,
                 })
             };
             let wrote = r.write(10, 100).is_ok();
@@ -522,6 +619,44 @@ mod loom_tests {
                 !(wrote && saw == Some(5)),
                 "the write at 10 succeeded under a read at 20 of the version at 5"
             );
+        });
+    }
+
+    /// A reader at 20 and an evictor (oldest active transaction 10) race
+    /// on an empty record: a read that stands (it recorded its timestamp)
+    /// keeps the record; an evicted record's reader is told to read again.
+    #[test]
+    fn loom_read_and_evict() {
+        loom::model(|| {
+            let r = Arc::new(Record::new());
+            let reader = {
+                let r = Arc::clone(&r);
+                loom::thread::spawn(move || r.read(20) == Seen::Nothing)
+            };
+            let evicted = r.evict(10);
+            let read = reader.join().unwrap();
+            assert!(
+                !(evicted && read),
+                "a read at 20 stood on an evicted record"
+            );
+            assert_eq!(evicted, r.read(30) == Seen::Gone);
+        });
+    }
+
+    /// A writer at 10 and an evictor race on an empty record: either the
+    /// writer's version is listed and the record stays, or it is evicted
+    /// and the writer is told to write again.
+    #[test]
+    fn loom_write_and_evict() {
+        loom::model(|| {
+            let r = Arc::new(Record::new());
+            let writer = {
+                let r = Arc::clone(&r);
+                loom::thread::spawn(move || r.write_checked(10, 100, true).map(|v| v.is_some()))
+            };
+            let evicted = r.evict(5);
+            let wrote = writer.join().unwrap();
+            assert_eq!(wrote, Ok(!evicted), "exactly one of them wins");
         });
     }
 }

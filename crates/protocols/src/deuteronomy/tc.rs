@@ -8,9 +8,16 @@
 //! their commit record is stable (§2.3.1), and opening recovers. One made
 //! by [`Tc::with`] keeps its log in memory.
 //!
-//! **In progress** (issue 21): the read cache (§3.3) is not used yet (a
-//! version no longer in the log is read from the DC each time), and
-//! record items are never evicted (versions are).
+//! **The read cache** (§3.3) keeps versions read from the DC once their
+//! log buffer was recycled, keyed by the LSN of the redo record that
+//! wrote them: a hit is that version's value, whatever the DC holds by
+//! then.
+//!
+//! **Garbage collection** (§2.4, §6.5) counts MVCC entries: record items
+//! and versions. Past the soft watermark a transaction trims the version
+//! lists it touches; past the hard one it also sweeps a slice of the
+//! table, trimming every version the DC holds and evicting the record
+//! items left empty and cold (see `record::Record::evict`).
 //!
 //! **The transaction table** (§2.1) is one cache line per runner holding
 //! the timestamp of its running transaction; the oldest active
@@ -52,8 +59,10 @@
 //! the item starts with the scan's timestamp; so no transaction older
 //! than a scan ever writes a key into the range it scanned. The price: a
 //! new key written by a transaction older than the table's latest scan
-//! aborts, wherever the key is. (Every key written through the TC has an
-//! item, and items are not evicted yet, so the index sees every key.)
+//! aborts, wherever the key is. A key with no item (never used, or its
+//! item evicted) is read from the DC's range: its item was evicted only
+//! with every version at the DC, and a new item, made after the scan's
+//! index walk, is held off from writers older than the scan.
 //!
 //! A log record is `kind (1) | ts (8) | table (4) | key length (4) |
 //! value length (4, u32::MAX for a deletion) | key | value` for a version,
@@ -72,6 +81,7 @@ use granary_api::{AbortReason, Engine, Error, Stats, TableId, Tx, TxError, TxRun
 use super::dc::{DataComponent, MemoryDc};
 use super::log::{Log, Lsn};
 use super::logfile::LogFile;
+use super::read_cache::ReadCache;
 use super::record::{Seen, Version, ABORTED, COMMITTED};
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
@@ -120,6 +130,9 @@ pub struct Config {
     /// the DC makes what it applied stable, and the log is truncated
     /// below the RSSP).
     pub checkpoint_ms: u64,
+    /// The read cache (§3.3): bytes of its ring, which keeps versions read
+    /// from the DC after their log buffer was recycled (0: none).
+    pub read_cache_bytes: usize,
 }
 
 impl Default for Config {
@@ -131,6 +144,7 @@ impl Default for Config {
             hard_versions: 4 << 20,
             seal_after_us: 1000,
             checkpoint_ms: 2000,
+            read_cache_bytes: 64 << 20,
         }
     }
 }
@@ -176,20 +190,24 @@ pub(super) struct Shared {
     tables: Catalog<Table>,
     pub(super) mvcc: MvccTable,
     pub(super) log: Log,
+    /// Versions read from the DC, by their LSN (§3.3); `None` if sized 0.
+    cache: Option<ReadCache>,
     pub(super) dc: Box<dyn DataComponent>,
     pub(super) config: Config,
     /// The next transaction's timestamp (its id).
     next_ts: StdAtomicU64,
     /// The transaction table (§2.1): each runner's running timestamp, or
-    /// [`IDLE`].
-    slots: Box<[CachePadded<StdAtomicU64>]>,
+    /// [`IDLE`], and its counters.
+    slots: Box<[CachePadded<TxSlot>]>,
     claimed: Mutex<Vec<bool>>,
     /// O-LSN (§4.4): every operation below it is applied at the DC or
     /// discarded. Published by the TC Proxy.
     pub(super) o_lsn: StdAtomicU64,
-    /// Versions in the MVCC table (created less trimmed), as runners
-    /// report them after each transaction.
-    pub(super) versions: AtomicI64,
+    /// The OAT as the TC Proxy last computed it (a lower bound of the
+    /// OAT now): the hard watermark's sweeps evict below it.
+    pub(super) oat_seen: StdAtomicU64,
+    /// One past the highest transaction-table slot ever claimed.
+    runners: AtomicUsize,
     /// Past the soft / hard watermark (set by the TC Proxy).
     pub(super) over_soft: AtomicBool,
     pub(super) over_hard: AtomicBool,
@@ -210,30 +228,53 @@ pub(super) struct Shared {
     catalog_file: Mutex<()>,
     /// A durable TC's lock on its directory, held while it lives.
     _lock: Option<std::fs::File>,
-    /// Writers ignore read timestamps: the test-only mutant (NOT
-    /// serializable), which the checker must catch.
-    ignore_reads: bool,
-    /// The TC Proxy applies committed transactions at once, not held
-    /// back to the OAT: the test-only mutant of garbage collection (NOT
-    /// serializable).
-    pub(super) apply_at_once: bool,
+    /// A test-only mutant's flaw, which the checker must catch.
+    pub(super) flaw: Flaw,
 }
 
-/// What a TC has done, for reports (§6.3: where reads were served).
+/// The deliberate flaws of the test-only mutants (NOT serializable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "mutant"), allow(dead_code))]
+pub(super) enum Flaw {
+    None,
+    /// Writers ignore read timestamps.
+    IgnoreReads,
+    /// The TC Proxy applies committed transactions at once, not held
+    /// back to the OAT (garbage collection's mutant).
+    ApplyAtOnce,
+    /// The hard watermark evicts record items whatever their read
+    /// timestamp (eviction's mutant): an older writer may then slip in
+    /// under a younger read.
+    EvictRead,
+}
+
+/// A runner's slot in the transaction table: the timestamp it runs at,
+/// and where its reads were served (§6.3). The counters are the runner's
+/// alone (added once per transaction), so reads share no cache line.
+#[derive(Default)]
+struct TxSlot {
+    ts: StdAtomicU64,
+    /// Reads served from a log buffer (the version cache), from the read
+    /// cache, and from the DC.
+    reads: [StdAtomicU64; 3],
+    /// MVCC entries its transactions made less those they trimmed or
+    /// evicted: record items and versions.
+    items: AtomicI64,
+    versions: AtomicI64,
+}
+
+/// What a TC has done, for reports.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Reads served from a log buffer (the version cache).
-    pub log_reads: StdAtomicU64,
-    /// Reads that went to the DC.
-    pub dc_reads: StdAtomicU64,
     /// Operations the TC Proxy applied at the DC, and in how many
     /// batches.
     pub applied: StdAtomicU64,
     pub batches: StdAtomicU64,
     /// Log buffers scanned and recycled by the TC Proxy.
     pub recycled: StdAtomicU64,
-    /// Versions trimmed by garbage collection.
+    /// Versions trimmed by garbage collection, and record items evicted.
     pub trimmed: StdAtomicU64,
+    pub evicted: StdAtomicU64,
     /// Bytes written to the log file (a durable TC's).
     pub logged: StdAtomicU64,
 }
@@ -241,14 +282,20 @@ pub struct Metrics {
 /// A snapshot of [`Metrics`] and sizes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Reads served from a log buffer (the version cache, §3.1), from
+    /// the read cache (§3.3), and from the DC.
     pub log_reads: u64,
+    pub cache_reads: u64,
     pub dc_reads: u64,
     pub applied: u64,
     pub batches: u64,
     pub recycled: u64,
     pub trimmed: u64,
-    /// MVCC versions now (created less trimmed).
+    /// MVCC record items and versions now (made less trimmed or evicted).
+    pub items: i64,
     pub versions: i64,
+    /// Record items evicted by the hard watermark's sweeps.
+    pub evicted: u64,
     /// Log buffers in memory now.
     pub log_buffers: usize,
 }
@@ -258,10 +305,20 @@ impl Shared {
     /// none that starts from now on, has a timestamp below it.
     pub(super) fn oat(&self) -> u64 {
         let mut m = self.next_ts.load(std::sync::atomic::Ordering::SeqCst);
-        for s in self.slots.iter() {
-            m = m.min(s.load(std::sync::atomic::Ordering::SeqCst));
+        let n = self.runners.load(std::sync::atomic::Ordering::SeqCst);
+        for s in &self.slots[..n] {
+            m = m.min(s.ts.load(std::sync::atomic::Ordering::SeqCst));
         }
         m
+    }
+
+    /// MVCC record items and versions now.
+    pub(super) fn entries(&self) -> (i64, i64) {
+        let r = std::sync::atomic::Ordering::Relaxed;
+        let n = self.runners.load(r);
+        self.slots[..n].iter().fold((0, 0), |(i, v), s| {
+            (i + s.items.load(r), v + s.versions.load(r))
+        })
     }
 
     pub(super) fn fail(&self, why: String) {
@@ -400,7 +457,7 @@ impl Tc {
     /// # Errors
     /// An invalid config, or the TC Proxy's thread could not start.
     pub fn with(config: Config, dc: Box<dyn DataComponent>) -> Result<Tc, Error> {
-        Tc::make(config, dc, false, false, None)
+        Tc::make(config, dc, Flaw::None, None)
     }
 
     /// A broken TC whose writers ignore read timestamps (NOT
@@ -411,8 +468,7 @@ impl Tc {
         Tc::make(
             Config::default(),
             Box::new(MemoryDc::new()),
-            true,
-            false,
+            Flaw::IgnoreReads,
             None,
         )
         .expect("valid")
@@ -424,7 +480,15 @@ impl Tc {
     /// `mutant` builds).
     #[cfg(feature = "mutant")]
     pub fn mutant_applying_at_once(config: Config) -> Result<Tc, Error> {
-        Tc::make(config, Box::new(MemoryDc::new()), false, true, None)
+        Tc::make(config, Box::new(MemoryDc::new()), Flaw::ApplyAtOnce, None)
+    }
+
+    /// A broken TC whose hard watermark evicts record items even when a
+    /// running transaction has read them, so an older writer may slip in
+    /// under that read (NOT serializable; test-only `mutant` builds).
+    #[cfg(feature = "mutant")]
+    pub fn mutant_evicting_read_items(config: Config) -> Result<Tc, Error> {
+        Tc::make(config, Box::new(MemoryDc::new()), Flaw::EvictRead, None)
     }
 
     /// A durable TC in `dir` over `dc`: recovery first replays the log
@@ -491,8 +555,7 @@ impl Tc {
         let tc = Tc::make(
             config,
             dc,
-            false,
-            false,
+            Flaw::None,
             Some(Opened {
                 dir,
                 logfile,
@@ -509,8 +572,7 @@ impl Tc {
     fn make(
         config: Config,
         dc: Box<dyn DataComponent>,
-        ignore_reads: bool,
-        apply_at_once: bool,
+        flaw: Flaw,
         opened: Option<Opened>,
     ) -> Result<Tc, Error> {
         config.validate()?;
@@ -523,15 +585,29 @@ impl Tc {
             tables: Catalog::default(),
             mvcc: MvccTable::new(20),
             log: Log::starting_at(config.buffer_bytes, config.log_buffers, start_seq),
+            cache: (config.read_cache_bytes > 0).then(|| {
+                // About one entry (a header and a 100-byte value) per 128
+                // ring bytes, and a slot per entry.
+                let rows = (config.read_cache_bytes / 128 / super::read_cache::WAYS)
+                    .max(1)
+                    .next_power_of_two();
+                ReadCache::new(config.read_cache_bytes, rows)
+            }),
             dc,
             config,
             next_ts: StdAtomicU64::new(1),
             slots: (0..MAX_RUNNERS)
-                .map(|_| CachePadded::new(StdAtomicU64::new(IDLE)))
+                .map(|_| {
+                    CachePadded::new(TxSlot {
+                        ts: StdAtomicU64::new(IDLE),
+                        ..TxSlot::default()
+                    })
+                })
                 .collect(),
             claimed: Mutex::new(vec![false; MAX_RUNNERS]),
             o_lsn: StdAtomicU64::new(0),
-            versions: AtomicI64::new(0),
+            oat_seen: StdAtomicU64::new(0),
+            runners: AtomicUsize::new(0),
             over_soft: AtomicBool::new(false),
             over_hard: AtomicBool::new(false),
             sweep: AtomicUsize::new(0),
@@ -543,8 +619,7 @@ impl Tc {
             dir,
             catalog_file: Mutex::new(()),
             _lock: lock,
-            ignore_reads,
-            apply_at_once,
+            flaw,
         });
         let file = logfile.map(|f| Arc::new(Mutex::new(f)));
         let mut tc = Tc {
@@ -582,14 +657,19 @@ impl Tc {
     pub fn report(&self) -> Report {
         let m = &self.s.metrics;
         let l = |c: &StdAtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let reads = |i: usize| self.s.slots.iter().map(|s| l(&s.reads[i])).sum();
+        let (items, versions) = self.s.entries();
         Report {
-            log_reads: l(&m.log_reads),
-            dc_reads: l(&m.dc_reads),
+            log_reads: reads(0),
+            cache_reads: reads(1),
+            dc_reads: reads(2),
             applied: l(&m.applied),
             batches: l(&m.batches),
             recycled: l(&m.recycled),
             trimmed: l(&m.trimmed),
-            versions: self.s.versions.load(std::sync::atomic::Ordering::Relaxed),
+            items,
+            versions,
+            evicted: l(&m.evicted),
             log_buffers: self.s.log.buffers(),
         }
     }
@@ -617,13 +697,18 @@ impl Drop for Tc {
     }
 }
 
-/// Items are never unlinked yet (versions are, records not): nothing to
-/// free.
-struct Keep;
+/// Evicted items are freed past an epoch grace period: the threads that
+/// may hold one are pinned.
+struct Epoch;
 
-impl Retire for Keep {
-    fn retire(&mut self, _: *mut Item) {
-        unreachable!("nothing removes MVCC items yet")
+impl Retire for Epoch {
+    fn retire(&mut self, item: *mut Item) {
+        let p = item as usize;
+        let g = crossbeam_epoch::pin();
+        // SAFETY: unlinked from its bucket (and, before, from its table's
+        // index), so no thread that pins from now on finds it; retired
+        // once, by the thread whose unlink succeeded.
+        unsafe { g.defer_unchecked(move || drop(Box::from_raw(p as *mut Item))) };
     }
 }
 
@@ -674,6 +759,9 @@ impl Engine for Tc {
                 .position(|&b| !b)
                 .ok_or(Error::TooManyWorkers { max: MAX_RUNNERS })?;
             c[i] = true;
+            self.s
+                .runners
+                .fetch_max(i + 1, std::sync::atomic::Ordering::SeqCst);
             i
         };
         Ok(Runner {
@@ -751,7 +839,9 @@ unsafe impl Send for Runner {}
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        self.s.slots[self.slot].store(IDLE, std::sync::atomic::Ordering::SeqCst);
+        self.s.slots[self.slot]
+            .ts
+            .store(IDLE, std::sync::atomic::Ordering::SeqCst);
         self.s.claimed.lock().expect("claimed")[self.slot] = false;
     }
 }
@@ -773,7 +863,15 @@ pub struct Txn<'a> {
     /// The newest commit record among the versions it read from the log
     /// (§2.3.1; what it read from the DC is durable).
     read_commit: Cell<u64>,
+    /// Its reads served from the log, the read cache and the DC.
+    reads: Cell<[u64; 3]>,
+    /// Record items it made, and evicted.
+    made: Cell<i64>,
+    evicted: i64,
 }
+
+/// A record item was evicted under a transaction: it looks it up again.
+struct Gone;
 
 /// Free a trimmed version.
 ///
@@ -791,14 +889,16 @@ impl<'a> Txn<'a> {
         check_key(key)?;
         let s: &'a Shared = self.s;
         let table = s.tables.get(t)?;
-        let item = s.mvcc.find_or_insert_with(t, key, &mut Keep, |item| {
+        let item = s.mvcc.find_or_insert_with(t, key, &mut Epoch, |item| {
             // A new item: into the table's index, then held off from
             // writers older than the table's latest scan (see the
-            // module's notes).
+            // module's notes). An evicted item of this key left the
+            // index before it left the hash table, so the key is free.
             let g = crossbeam_epoch::pin();
             let _ = table
                 .index
                 .insert(key, item as *const Item as u64, &mut Pin(&g));
+            self.made.set(self.made.get() + 1);
             item.record
                 .hold_reads_below(table.scan_ts.fetch_add(0, Ordering::AcqRel));
         });
@@ -821,15 +921,16 @@ impl<'a> Txn<'a> {
     }
 
     /// The version of `item` visible at our timestamp, waiting for an
-    /// older creator still running.
-    fn visible<'i>(&self, item: &'i Item) -> Option<&'i Version> {
+    /// older creator still running; `Err(Gone)` if the item was evicted.
+    fn visible<'i>(&self, item: &'i Item) -> Result<Option<&'i Version>, Gone> {
         let mut spins = 0;
         loop {
             match item.record.read(self.ts) {
-                Seen::Nothing => return None,
-                Seen::Version(v) => return Some(v),
+                Seen::Nothing => return Ok(None),
+                Seen::Version(v) => return Ok(Some(v)),
                 // Waits go from younger to older only: no cycle.
                 Seen::Pending(_) => backoff(&mut spins),
+                Seen::Gone => return Err(Gone),
             }
         }
     }
@@ -840,35 +941,91 @@ impl<'a> Txn<'a> {
     /// the DC (see the module's notes).
     fn value(&self, item: &Item, v: Option<&Version>) -> Result<Option<&'a [u8]>, TxError> {
         let s: &'a Shared = self.s;
+        let mut lsn = None;
         if let Some(v) = v {
-            if let Some(found) = from_log(&s.log, v.payload.load(Ordering::Acquire)) {
+            let at = v.payload.load(Ordering::Acquire);
+            if let Some(found) = from_log(&s.log, at) {
                 if v.creator != self.ts {
                     // §2.3.1: acknowledged once what it read is durable.
                     let c = v.commit.load(Ordering::Acquire);
                     self.read_commit.set(self.read_commit.get().max(c));
                 }
-                s.metrics
-                    .log_reads
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.count(0);
                 return Ok(found);
             }
+            lsn = Some(at);
         }
-        s.metrics
-            .dc_reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let arena: &'a Arena = self.arena;
         arena
             .keep(|out| {
-                s.dc.get(item.table().index(), item.key(), out)
-                    .map(|l| l.is_some())
+                // §3.3: version `lsn`, if the read cache has it. Keyed by
+                // the LSN of the redo record that wrote it, a cached value
+                // is that version's whatever the DC holds now.
+                if let (Some(c), Some(lsn)) = (&s.cache, lsn) {
+                    if c.get(lsn, out) {
+                        self.count(1);
+                        return Ok(true);
+                    }
+                }
+                self.count(2);
+                let got = s.dc.get(item.table().index(), item.key(), out)?;
+                if let (Some(c), Some(want)) = (&s.cache, lsn) {
+                    // The DC holds version `lsn` itself (see the module's
+                    // notes on why what it holds is what we must read):
+                    // keep it for the next reader.
+                    if got == Some(want) {
+                        c.insert(want, out);
+                    }
+                }
+                Ok(got.is_some())
             })
             .map_err(TxError::Failed)
     }
 
+    /// Evict `item` if it lists no version and no transaction at or after
+    /// `oat` read it (§6.5's hard watermark; see `record`).
+    fn evict(&mut self, item: &Item, oat: u64, g: &crossbeam_epoch::Guard) {
+        if !item.record.evict(oat) {
+            return;
+        }
+        // Out of the index first: a new item of this key can be made only
+        // once this one leaves the hash table.
+        if let Ok(table) = self.s.tables.get(item.table()) {
+            let _ = table
+                .index
+                .remove_if(item.key(), item as *const Item as u64, &mut Pin(g));
+        }
+        self.s.mvcc.remove(item, &mut Epoch);
+        self.evicted += 1;
+    }
+
+    /// Count a read served from the log (0), the read cache (1) or the
+    /// DC (2).
+    fn count(&self, at: usize) {
+        let mut r = self.reads.get();
+        r[at] += 1;
+        self.reads.set(r);
+    }
+
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&'a [u8]>, TxError> {
-        let item = self.item(t, key)?;
-        let v = self.visible(item);
-        self.value(item, v)
+        let mut spins = 0;
+        loop {
+            let item = self.item(t, key)?;
+            match self.visible(item) {
+                Ok(v) if self.s.flaw == Flaw::EvictRead => {
+                    // The mutant evicts what it has just read, ignoring
+                    // its own read timestamp: an older writer of the key
+                    // then finds a fresh item.
+                    let value = self.value(item, v);
+                    self.trim_item(item, false);
+                    self.evict(item, u64::MAX, &crossbeam_epoch::pin());
+                    return value;
+                }
+                Ok(v) => return self.value(item, v),
+                // Its evictor is removing it from the table: look again.
+                Err(Gone) => backoff(&mut spins),
+            }
+        }
     }
 
     /// Append `r` to the log, waiting briefly for room, then shedding
@@ -905,10 +1062,22 @@ impl<'a> Txn<'a> {
         *self.record = r;
         let lsn = lsn?;
         self.logged = true;
-        let v = item
-            .record
-            .write_checked(self.ts, lsn, !self.s.ignore_reads)
-            .map_err(TxError::Conflict)?;
+        let mut spins = 0;
+        let mut item = item;
+        let v = loop {
+            match item
+                .record
+                .write_checked(self.ts, lsn, self.s.flaw != Flaw::IgnoreReads)
+                .map_err(TxError::Conflict)?
+            {
+                Some(v) => break v,
+                // Evicted: write through the item that replaces it.
+                None => {
+                    backoff(&mut spins);
+                    item = self.item(t, key)?;
+                }
+            }
+        };
         let v = v as *const Version;
         if !self.writes.contains(&v) {
             self.writes.push(v);
@@ -1063,13 +1232,16 @@ impl<'a> Txn<'a> {
                 if dc_value.is_some() {
                     j += 1;
                 }
-                // SAFETY: items are never freed while the TC lives (no
-                // record eviction yet).
+                // SAFETY: an evicted item is freed past a grace period, and
+                // we are pinned.
                 let item = item.map(|c| unsafe { &*(c as *const Item) });
                 let value = match item {
                     // Read after the version list: a version applied and
                     // trimmed since the DC chunk was read is in the DC now.
-                    Some(i) => self.value(i, self.visible(i))?,
+                    Some(i) => match self.visible(i) {
+                        Ok(v) => self.value(i, v)?,
+                        Err(Gone) => self.read(t, key)?,
+                    },
                     // No item when the index was read (before the DC): no
                     // version we may see can have reached the DC since.
                     None => dc_value.map(Vec::as_slice),
@@ -1114,9 +1286,9 @@ impl TxRunner for Runner {
         let slot = &self.s.slots[self.slot];
         // A lower bound first, then the timestamp (see the module's
         // notes on the transaction table).
-        slot.store(self.s.next_ts.load(O::SeqCst), O::SeqCst);
+        slot.ts.store(self.s.next_ts.load(O::SeqCst), O::SeqCst);
         let ts = self.s.next_ts.fetch_add(1, O::SeqCst);
-        slot.store(ts, O::SeqCst);
+        slot.ts.store(ts, O::SeqCst);
         self.writes.clear();
         self.arena.clear();
         let trim = self.s.over_soft.load(O::Relaxed);
@@ -1132,18 +1304,31 @@ impl TxRunner for Runner {
             trim,
             logged: false,
             read_commit: Cell::new(0),
+            reads: Cell::new([0; 3]),
+            made: Cell::new(0),
+            evicted: 0,
         };
         if self.s.over_hard.load(O::Relaxed) {
             // §6.5's hard watermark: sweep a slice of the table.
             let n = self.s.mvcc.buckets();
             let from = self.s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
             let s = tx.s;
-            s.mvcc
-                .for_each_in(from, from + SWEEP, |item| tx.trim_item(item, false));
+            let oat = s.oat_seen.load(O::Acquire);
+            s.mvcc.for_each_in(from, from + SWEEP, |item| {
+                tx.trim_item(item, false);
+                tx.evict(item, oat, &g);
+            });
         }
         let r = body(&mut tx);
         let logged = tx.logged;
         let read_commit = tx.read_commit.get();
+        let (made, evicted) = (tx.made.get(), tx.evicted);
+        for (c, n) in slot.reads.iter().zip(tx.reads.get()) {
+            if n > 0 {
+                // Ours alone: no other writer, so no contended line.
+                c.store(c.load(O::Relaxed) + n, O::Relaxed);
+            }
+        }
         let state = match r {
             Ok(_) => COMMITTED,
             Err(_) => ABORTED,
@@ -1184,13 +1369,19 @@ impl TxRunner for Runner {
             }
             _ => 0,
         };
-        slot.store(IDLE, O::SeqCst);
+        slot.ts.store(IDLE, O::SeqCst);
         let created = self.writes.len() as i64;
         let trimmed = self.trimmed.len();
-        if created != 0 || trimmed != 0 {
-            self.s
-                .versions
-                .fetch_add(created - trimmed as i64, O::Relaxed);
+        // Ours alone: no other writer, so no contended line.
+        let add = |c: &AtomicI64, n: i64| {
+            if n != 0 {
+                c.store(c.load(O::Relaxed) + n, O::Relaxed);
+            }
+        };
+        add(&slot.versions, created - trimmed as i64);
+        add(&slot.items, made - evicted);
+        if evicted != 0 {
+            self.s.metrics.evicted.fetch_add(evicted as u64, O::Relaxed);
         }
         if trimmed != 0 {
             self.s.metrics.trimmed.fetch_add(trimmed as u64, O::Relaxed);
