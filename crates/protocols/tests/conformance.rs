@@ -90,7 +90,7 @@ conformance_tests! {
     engine: granary_protocols::deuteronomy::tc::Tc::new,
     level: Serializable,
     aborts: yes,
-    interactive: no("the TC runs closures only so far (issue 21): a session waiting on another of the same thread would hang"),
+    interactive: yes(hermitage::SERIALIZABLE),
     scans: yes,
     deletes: yes,
 }
@@ -119,7 +119,7 @@ conformance_tests! {
     engine: deuteronomy_gc,
     level: Serializable,
     aborts: yes,
-    interactive: no("the TC runs closures only so far (issue 21): a session waiting on another of the same thread would hang"),
+    interactive: yes(hermitage::SERIALIZABLE),
     scans: yes,
     deletes: yes,
 }

@@ -207,10 +207,15 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
             last_checkpoint = Instant::now();
         }
         let g = crossbeam_epoch::pin();
+        // §3.1: flushed buffers stay as the version cache (readers find
+        // recent versions in place) while the log has room; the oldest go
+        // once the buffers held pass half the budget beyond a few for
+        // the active and the unapplied ones.
+        let keep = s.config.log_buffers.saturating_sub(4) / 2;
         while let Some(&seq) = st.held.front() {
             // A sealed buffer may still be the active one (its sealer
             // found the log full): it stays until the log moves past it.
-            if (seq + 1) << 32 > o_lsn || seq >= s.log.active() {
+            if (seq + 1) << 32 > o_lsn || seq >= s.log.active() || st.held.len() <= keep {
                 break;
             }
             s.log.recycle(seq, &g);

@@ -767,13 +767,8 @@ impl Engine for Tc {
         Ok(Runner {
             s: Arc::clone(&self.s),
             slot,
-            stats: Stats::default(),
-            last_ts: 0,
-            token: 0,
-            writes: Vec::new(),
-            record: Vec::new(),
-            arena: Arena::default(),
-            trimmed: Vec::new(),
+            books: Books::default(),
+            parts: Parts::default(),
         })
     }
 }
@@ -820,13 +815,25 @@ pub struct Runner {
     s: Arc<Shared>,
     /// Its slot in the transaction table.
     slot: usize,
+    books: Books,
+    parts: Parts,
+}
+
+/// What a runner keeps across its transactions.
+#[derive(Default)]
+struct Books {
     stats: Stats,
     last_ts: u64,
     /// The last transaction's durable token (an LSN past its commit).
     token: u64,
-    /// The running transaction's versions (reused).
+}
+
+/// A runner's buffers, lent to each transaction and reused.
+#[derive(Default)]
+struct Parts {
+    /// The running transaction's versions.
     writes: Vec<*const Version>,
-    /// Scratch for a log record (reused).
+    /// Scratch for a log record.
     record: Vec<u8>,
     arena: Arena,
     /// Versions trimmed by the running transaction, freed at its end.
@@ -849,6 +856,8 @@ impl Drop for Runner {
 /// A transaction at its timestamp.
 pub struct Txn<'a> {
     s: &'a Shared,
+    /// Its runner's slot in the transaction table.
+    slot: &'a TxSlot,
     ts: u64,
     writes: &'a mut Vec<*const Version>,
     record: &'a mut Vec<u8>,
@@ -868,10 +877,26 @@ pub struct Txn<'a> {
     /// Record items it made, and evicted.
     made: Cell<i64>,
     evicted: i64,
+    /// An interactive session's: it never waits on another transaction
+    /// (a read that would wait for an older writer's outcome aborts).
+    session: bool,
+    /// Held for the whole transaction.
+    g: crossbeam_epoch::Guard,
 }
 
-/// A record item was evicted under a transaction: it looks it up again.
-struct Gone;
+/// Why a read found no version to read.
+enum Miss {
+    /// The record item was evicted: look it up again.
+    Gone,
+    /// A session would wait for an older writer's outcome.
+    Blocked,
+}
+
+impl From<Miss> for TxError {
+    fn from(_: Miss) -> TxError {
+        TxError::Conflict(AbortReason::CommitDependency)
+    }
+}
 
 /// Free a trimmed version.
 ///
@@ -921,16 +946,17 @@ impl<'a> Txn<'a> {
     }
 
     /// The version of `item` visible at our timestamp, waiting for an
-    /// older creator still running; `Err(Gone)` if the item was evicted.
-    fn visible<'i>(&self, item: &'i Item) -> Result<Option<&'i Version>, Gone> {
+    /// older creator still running (a session does not wait: it aborts).
+    fn visible<'i>(&self, item: &'i Item) -> Result<Option<&'i Version>, Miss> {
         let mut spins = 0;
         loop {
             match item.record.read(self.ts) {
                 Seen::Nothing => return Ok(None),
                 Seen::Version(v) => return Ok(Some(v)),
+                Seen::Pending(_) if self.session => return Err(Miss::Blocked),
                 // Waits go from younger to older only: no cycle.
                 Seen::Pending(_) => backoff(&mut spins),
-                Seen::Gone => return Err(Gone),
+                Seen::Gone => return Err(Miss::Gone),
             }
         }
     }
@@ -1023,7 +1049,8 @@ impl<'a> Txn<'a> {
                 }
                 Ok(v) => return self.value(item, v),
                 // Its evictor is removing it from the table: look again.
-                Err(Gone) => backoff(&mut spins),
+                Err(Miss::Gone) => backoff(&mut spins),
+                Err(blocked) => return Err(blocked.into()),
             }
         }
     }
@@ -1240,7 +1267,8 @@ impl<'a> Txn<'a> {
                     // trimmed since the DC chunk was read is in the DC now.
                     Some(i) => match self.visible(i) {
                         Ok(v) => self.value(i, v)?,
-                        Err(Gone) => self.read(t, key)?,
+                        Err(Miss::Gone) => self.read(t, key)?,
+                        Err(blocked) => return Err(blocked.into()),
                     },
                     // No item when the index was read (before the DC): no
                     // version we may see can have reached the DC since.
@@ -1270,135 +1298,69 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-impl TxRunner for Runner {
-    type Tx<'a> = Txn<'a>;
-
-    fn try_run<T>(
-        &mut self,
-        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
-    ) -> Result<Result<T, AbortReason>, Error> {
-        use std::sync::atomic::Ordering as O;
-        self.s.check_broken()?;
-        // Pinned for the whole transaction: the log buffers and versions
-        // it holds slices of and pointers to stay (§5.2's one epoch
-        // enter/exit per operation; see ARCHITECTURE.md).
+/// Begin a transaction on runner slot `slot` with `parts` (`session`: an
+/// interactive one, which never waits on another).
+fn start<'a>(s: &'a Shared, slot: usize, parts: &'a mut Parts, session: bool) -> Txn<'a> {
+    use std::sync::atomic::Ordering as O;
+    // Pinned for the whole transaction: the log buffers and versions
+    // it holds slices of and pointers to stay (§5.2's one epoch
+    // enter/exit per operation; see ARCHITECTURE.md).
+    let g = crossbeam_epoch::pin();
+    let slot: &TxSlot = &s.slots[slot];
+    // A lower bound first, then the timestamp (see the module's
+    // notes on the transaction table).
+    slot.ts.store(s.next_ts.load(O::SeqCst), O::SeqCst);
+    let ts = s.next_ts.fetch_add(1, O::SeqCst);
+    slot.ts.store(ts, O::SeqCst);
+    parts.writes.clear();
+    parts.arena.clear();
+    let trim = s.over_soft.load(O::Relaxed);
+    let o_lsn = s.o_lsn.load(O::Acquire);
+    let mut tx = Txn {
+        s,
+        slot,
+        ts,
+        writes: &mut parts.writes,
+        record: &mut parts.record,
+        arena: &parts.arena,
+        trimmed: &mut parts.trimmed,
+        o_lsn,
+        trim,
+        logged: false,
+        read_commit: Cell::new(0),
+        reads: Cell::new([0; 3]),
+        made: Cell::new(0),
+        evicted: 0,
+        session,
+        g,
+    };
+    if s.over_hard.load(O::Relaxed) {
+        // §6.5's hard watermark: sweep a slice of the table.
+        let n = s.mvcc.buckets();
+        let from = s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
+        let oat = s.oat_seen.load(O::Acquire);
         let g = crossbeam_epoch::pin();
-        let slot = &self.s.slots[self.slot];
-        // A lower bound first, then the timestamp (see the module's
-        // notes on the transaction table).
-        slot.ts.store(self.s.next_ts.load(O::SeqCst), O::SeqCst);
-        let ts = self.s.next_ts.fetch_add(1, O::SeqCst);
-        slot.ts.store(ts, O::SeqCst);
-        self.writes.clear();
-        self.arena.clear();
-        let trim = self.s.over_soft.load(O::Relaxed);
-        let o_lsn = self.s.o_lsn.load(O::Acquire);
-        let mut tx = Txn {
-            s: &self.s,
-            ts,
-            writes: &mut self.writes,
-            record: &mut self.record,
-            arena: &self.arena,
-            trimmed: &mut self.trimmed,
-            o_lsn,
-            trim,
-            logged: false,
-            read_commit: Cell::new(0),
-            reads: Cell::new([0; 3]),
-            made: Cell::new(0),
-            evicted: 0,
-        };
-        if self.s.over_hard.load(O::Relaxed) {
-            // §6.5's hard watermark: sweep a slice of the table.
-            let n = self.s.mvcc.buckets();
-            let from = self.s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
-            let s = tx.s;
-            let oat = s.oat_seen.load(O::Acquire);
-            s.mvcc.for_each_in(from, from + SWEEP, |item| {
-                tx.trim_item(item, false);
-                tx.evict(item, oat, &g);
-            });
-        }
-        let r = body(&mut tx);
-        let logged = tx.logged;
-        let read_commit = tx.read_commit.get();
-        let (made, evicted) = (tx.made.get(), tx.evicted);
-        for (c, n) in slot.reads.iter().zip(tx.reads.get()) {
-            if n > 0 {
-                // Ours alone: no other writer, so no contended line.
-                c.store(c.load(O::Relaxed) + n, O::Relaxed);
-            }
-        }
-        let state = match r {
-            Ok(_) => COMMITTED,
-            Err(_) => ABORTED,
-        };
-        let mut outcome = Ok(());
-        let mut commit_lsn = 0;
-        if logged {
-            // §2.3.1 fast commit: committed once the commit record is in
-            // a buffer; acknowledged (`durable_token`) once that buffer is
-            // stable.
-            self.record.clear();
-            self.record
-                .push(if state == COMMITTED { COMMIT } else { ABORT });
-            self.record.extend_from_slice(&ts.to_le_bytes());
-            outcome = self
-                .s
-                .log
-                .append_forced(&self.record)
-                .map(|l| commit_lsn = l);
-        }
-        let state = if outcome.is_err() { ABORTED } else { state };
-        for &v in self.writes.iter() {
-            // SAFETY: our versions, in items that live as long as the TC;
-            // the pin keeps them.
-            unsafe {
-                (*v).commit.store(commit_lsn, Ordering::Relaxed);
-                (*v).state.store(state, Ordering::Release);
-            }
-        }
-        // §2.3.1: a writer waits for its commit record; a reader for the
-        // newest commit record it read, if that is not yet durable (ours:
-        // it waits on the durable LSN instead of logging a commit record
-        // of its own).
-        self.token = match (logged, state) {
-            (true, COMMITTED) => commit_lsn + 1,
-            _ if read_commit != 0 && read_commit >= self.s.durable_lsn.load(O::Acquire) => {
-                read_commit + 1
-            }
-            _ => 0,
-        };
-        slot.ts.store(IDLE, O::SeqCst);
-        let created = self.writes.len() as i64;
-        let trimmed = self.trimmed.len();
-        // Ours alone: no other writer, so no contended line.
-        let add = |c: &AtomicI64, n: i64| {
-            if n != 0 {
-                c.store(c.load(O::Relaxed) + n, O::Relaxed);
-            }
-        };
-        add(&slot.versions, created - trimmed as i64);
-        add(&slot.items, made - evicted);
-        if evicted != 0 {
-            self.s.metrics.evicted.fetch_add(evicted as u64, O::Relaxed);
-        }
-        if trimmed != 0 {
-            self.s.metrics.trimmed.fetch_add(trimmed as u64, O::Relaxed);
-            let ps = self.trimmed.drain(..).map(|p| p as usize).collect();
-            // SAFETY: unlinked by this transaction's trims, each once.
-            unsafe { retire_all(&g, ps, free_version) };
-        }
-        if outcome.is_err() {
-            // Every slot of the log in use: nothing can be committed.
-            let why = "the recovery log has no free slot for an outcome record";
-            self.s.fail(why.into());
-            return Err(Error::Poisoned(why.into()));
-        }
+        s.mvcc.for_each_in(from, from + SWEEP, |item| {
+            tx.trim_item(item, false);
+            tx.evict(item, oat, &g);
+        });
+    }
+    tx
+}
+
+impl Books {
+    /// Count how a transaction ended, with what its body returned.
+    fn tally<T>(
+        &mut self,
+        ended: Ended,
+        r: Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.token = ended.token;
+        ended.error.map_or(Ok(()), Err)?;
         match r {
             Ok(v) => {
                 self.stats.commits += 1;
-                self.last_ts = ts;
+                self.last_ts = ended.ts;
                 Ok(Ok(v))
             }
             Err(TxError::Conflict(reason)) => {
@@ -1411,16 +1373,209 @@ impl TxRunner for Runner {
             }
         }
     }
+}
+
+/// What ending a transaction left for its runner.
+struct Ended {
+    ts: u64,
+    /// Its durable token (§2.3.1).
+    token: u64,
+    /// The TC stopped while it ended (no outcome record could go in).
+    error: Option<Error>,
+}
+
+impl Txn<'_> {
+    /// Commit (`commit`, and the body succeeded) or abort: the outcome
+    /// record, the versions' states, the transaction table and counters.
+    fn end(self, commit: bool) -> Ended {
+        use std::sync::atomic::Ordering as O;
+        let Txn {
+            s,
+            slot,
+            ts,
+            writes,
+            record,
+            trimmed,
+            logged,
+            read_commit,
+            reads,
+            made,
+            evicted,
+            g,
+            ..
+        } = self;
+        for (c, n) in slot.reads.iter().zip(reads.get()) {
+            if n > 0 {
+                // Ours alone: no other writer, so no contended line.
+                c.store(c.load(O::Relaxed) + n, O::Relaxed);
+            }
+        }
+        let state = match commit {
+            true => COMMITTED,
+            false => ABORTED,
+        };
+        let mut outcome = Ok(());
+        let mut commit_lsn = 0;
+        if logged {
+            // §2.3.1 fast commit: committed once the commit record is in
+            // a buffer; acknowledged (`durable_token`) once that buffer is
+            // stable.
+            record.clear();
+            record.push(if state == COMMITTED { COMMIT } else { ABORT });
+            record.extend_from_slice(&ts.to_le_bytes());
+            outcome = s.log.append_forced(record).map(|l| commit_lsn = l);
+        }
+        let state = if outcome.is_err() { ABORTED } else { state };
+        for &v in writes.iter() {
+            // SAFETY: our versions, in items that live while we are
+            // pinned (an item with versions is never evicted).
+            unsafe {
+                (*v).commit.store(commit_lsn, Ordering::Relaxed);
+                (*v).state.store(state, Ordering::Release);
+            }
+        }
+        // §2.3.1: a writer waits for its commit record; a reader for the
+        // newest commit record it read, if that is not yet durable (ours:
+        // it waits on the durable LSN instead of logging a commit record
+        // of its own).
+        let read_commit = read_commit.get();
+        let token = match (logged, state) {
+            (true, COMMITTED) => commit_lsn + 1,
+            _ if read_commit != 0 && read_commit >= s.durable_lsn.load(O::Acquire) => {
+                read_commit + 1
+            }
+            _ => 0,
+        };
+        slot.ts.store(IDLE, O::SeqCst);
+        let created = writes.len() as i64;
+        let n_trimmed = trimmed.len();
+        // Ours alone: no other writer, so no contended line.
+        let add = |c: &AtomicI64, n: i64| {
+            if n != 0 {
+                c.store(c.load(O::Relaxed) + n, O::Relaxed);
+            }
+        };
+        add(&slot.versions, created - n_trimmed as i64);
+        add(&slot.items, made.get() - evicted);
+        if evicted != 0 {
+            s.metrics.evicted.fetch_add(evicted as u64, O::Relaxed);
+        }
+        if n_trimmed != 0 {
+            s.metrics.trimmed.fetch_add(n_trimmed as u64, O::Relaxed);
+            let ps = trimmed.drain(..).map(|p| p as usize).collect();
+            // SAFETY: unlinked by this transaction's trims, each once.
+            unsafe { retire_all(&g, ps, free_version) };
+        }
+        let error = outcome.is_err().then(|| {
+            // Every slot of the log in use: nothing can be committed.
+            let why = "the recovery log has no free slot for an outcome record";
+            s.fail(why.into());
+            Error::Poisoned(why.into())
+        });
+        Ended { ts, token, error }
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Txn<'a>;
+
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.s.check_broken()?;
+        let mut tx = start(&self.s, self.slot, &mut self.parts, false);
+        let r = body(&mut tx);
+        let ended = tx.end(r.is_ok());
+        self.books.tally(ended, r)
+    }
 
     fn last_commit_key(&self) -> u64 {
-        self.last_ts
+        self.books.last_ts
     }
 
     fn stats(&self) -> &Stats {
-        &self.stats
+        &self.books.stats
     }
 
     fn durable_token(&self) -> u64 {
-        self.token
+        self.books.token
+    }
+}
+
+/// An interactive transaction on the TC (the Hermitage-style tests step
+/// several on one thread): it never waits on another transaction. A read
+/// that would wait for an older writer's outcome aborts instead (reason
+/// [`AbortReason::CommitDependency`]); writes never wait anyway.
+pub struct Session<'a> {
+    tx: Option<Txn<'a>>,
+    books: &'a mut Books,
+}
+
+impl granary_api::Interactive for Runner {
+    type Session<'a> = Session<'a>;
+
+    fn begin(&mut self) -> Result<Session<'_>, Error> {
+        self.s.check_broken()?;
+        Ok(Session {
+            tx: Some(start(&self.s, self.slot, &mut self.parts, true)),
+            books: &mut self.books,
+        })
+    }
+}
+
+impl<'a> Session<'a> {
+    fn tx(&mut self) -> &mut Txn<'a> {
+        self.tx.as_mut().expect("open until commit or drop")
+    }
+}
+
+impl granary_api::InteractiveTx for Session<'_> {
+    fn commit(mut self) -> Result<Result<u64, AbortReason>, Error> {
+        let ended = self.tx.take().expect("open").end(true);
+        let ts = ended.ts;
+        Ok(self.books.tally(ended, Ok(()))?.map(|()| ts))
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let ended = tx.end(false);
+            // A rollback counts as a failure, as the driver counts one.
+            let _ = self
+                .books
+                .tally::<()>(ended, Err(TxError::Failed(Error::RolledBack)));
+        }
+    }
+}
+
+impl Tx for Session<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        self.tx().get(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx().put(t, key, value)
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
+        self.tx().insert(t, key, value)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
+        self.tx().delete(t, key)
+    }
+
+    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        f: F,
+    ) -> Result<(), TxError> {
+        self.tx().scan(t, lo, hi, limit, reverse, f)
     }
 }
