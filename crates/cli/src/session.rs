@@ -96,14 +96,16 @@ fn tc_line(
     let applied = b.applied - a.applied;
     format!(
         "tc: reads {:.1}% from the log, {:.1}% from the read cache, {:.1}% from the DC; \
-         DC applied {:.0} ops/s ({} batches); {} versions trimmed; {} versions, \
-         {} log buffers now",
+         DC applied {:.0} ops/s ({} batches); {} versions trimmed, {} items evicted; \
+         {} items, {} versions, {} log buffers now",
         100.0 * log as f64 / reads,
         100.0 * cache as f64 / reads,
         100.0 * dc as f64 / reads,
         applied as f64 / secs.max(1e-9),
         b.batches - a.batches,
         b.trimmed - a.trimmed,
+        b.evicted - a.evicted,
+        b.items,
         b.versions,
         b.log_buffers,
     )
