@@ -170,6 +170,12 @@ pub enum Error {
     /// The design does not offer this operation (yet); the text says
     /// what and why.
     Unsupported(&'static str),
+    /// A server the database depends on (the etcd cluster under
+    /// Deuteronomy's etcd data component) refused a request, stayed
+    /// unreachable past its retry budget, or could not be started:
+    /// `what` could not be done, `detail` says why (the server, the
+    /// attempts, its last answer).
+    Remote { what: String, detail: String },
 }
 
 impl Error {
@@ -231,6 +237,7 @@ impl fmt::Display for Error {
             Error::Undeclared(m) => write!(f, "outside the declared sets: {m}"),
             Error::StalePlan(m) => write!(f, "the predicted write set went stale: {m}"),
             Error::Unsupported(m) => write!(f, "not supported: {m}"),
+            Error::Remote { what, detail } => write!(f, "cannot {what}: {detail}"),
         }
     }
 }

@@ -70,8 +70,12 @@ pub enum Dc {
     Memory,
     /// redb, a pure-Rust embedded B-tree store, in `--durable DIR` (or a
     /// scratch directory, removed afterwards); its page cache is
-    /// `--dc-cache-mb`. (The etcd back end of issue 21 is not built yet.)
+    /// `--dc-cache-mb`.
     Disk,
+    /// An etcd cluster: the one at `--etcd-endpoints`, or a local
+    /// single-node etcd (Debian's etcd-server) started in `DIR/etcd` with `--durable
+    /// DIR` (kept with the log), else in a scratch directory.
+    Etcd,
 }
 
 /// Deuteronomy's transaction component and data component
@@ -97,6 +101,13 @@ pub struct TcArgs {
     /// The disk data component's page cache, in MiB.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub dc_cache_mb: usize,
+    /// `--dc etcd`: the client URLs of a running etcd cluster
+    /// (http://host:port, comma-separated). Without it a local etcd is
+    /// started for the run. Its keys go under `granary/<run>/` (removed
+    /// afterwards), or `granary/<DIR>/` with `--durable DIR` (which must
+    /// be empty there).
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    pub etcd_endpoints: Option<Vec<String>>,
 }
 
 impl TcArgs {
@@ -105,6 +116,9 @@ impl TcArgs {
     /// # Errors
     /// Sizes that do not fit together.
     pub fn config(&self) -> Result<granary_protocols::deuteronomy::tc::Config, String> {
+        if self.etcd_endpoints.is_some() && self.dc != Dc::Etcd {
+            return Err("--etcd-endpoints is for --dc etcd".into());
+        }
         let d = granary_protocols::deuteronomy::tc::Config::default();
         let per = (d.buffer_bytes >> 20) as usize;
         let c = granary_protocols::deuteronomy::tc::Config {
@@ -388,6 +402,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     opts.tc = tc;
     opts.dc = c.tc.dc;
     opts.dc_cache = c.tc.dc_cache_mb << 20;
+    opts.etcd_endpoints = c.tc.etcd_endpoints.clone();
     let loaded = session::load_all(name, &c.protocol, &opts, &info, make)?;
     let cfg = DriverConfig {
         threads: c.threads,

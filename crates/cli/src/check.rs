@@ -149,6 +149,7 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     opts.tc = a.tc.config()?;
     opts.dc = a.tc.dc;
     opts.dc_cache = a.tc.dc_cache_mb << 20;
+    opts.etcd_endpoints = a.tc.etcd_endpoints.clone();
     let several = a.protocol.len() > 1;
     let mut outs = Vec::new();
     for (i, &p) in a.protocol.iter().enumerate() {

@@ -391,6 +391,7 @@ impl<'a> EngineOptions<'a> {
             tc: granary_protocols::deuteronomy::tc::Config::default(),
             dc: crate::bench::Dc::Memory,
             dc_cache: 64 << 20,
+            etcd_endpoints: None,
         }
     }
 }
@@ -412,11 +413,13 @@ pub struct EngineOptions<'a> {
     pub partitioning: Option<Partitioning>,
     /// BOHM's threads and batch size.
     pub bohm: granary_protocols::bohm::Config,
-    /// Deuteronomy's TC sizes, its data component, and that DC's page
-    /// cache in bytes (the disk DC's).
+    /// Deuteronomy's TC sizes, its data component, that DC's page cache
+    /// in bytes (the disk DC's), and the etcd DC's cluster (`None`: a
+    /// local etcd).
     pub tc: granary_protocols::deuteronomy::tc::Config,
     pub dc: crate::bench::Dc,
     pub dc_cache: usize,
+    pub etcd_endpoints: Option<Vec<String>>,
 }
 
 impl EngineOptions<'_> {
@@ -432,12 +435,13 @@ impl EngineOptions<'_> {
     }
 
     /// Deuteronomy's TC over its data component: in memory, or durable
-    /// in a fresh directory (`--durable`; the disk DC's file is there).
-    /// The disk DC without `--durable` logs to a scratch directory,
-    /// removed afterwards.
+    /// in a fresh directory (`--durable`; the disk DC's file and a local
+    /// etcd's data are there). The disk and etcd DCs without `--durable`
+    /// log to a scratch directory, removed afterwards.
     ///
     /// # Errors
-    /// A directory that already holds something, or the TC's.
+    /// A directory that already holds something, an etcd that cannot be
+    /// started or reached, or the TC's.
     pub fn deuteronomy(&self) -> Result<granary_protocols::deuteronomy::tc::Tc, String> {
         use granary_protocols::deuteronomy::{dc::MemoryDc, disk::DiskDc, tc::Tc};
         let dir = self.durable.and_then(|d| d.durable.as_deref());
@@ -449,25 +453,21 @@ impl EngineOptions<'_> {
             config.checkpoint_ms = (s * 1000.0).ceil() as u64;
         }
         let Some(dir) = dir else {
-            return match self.dc {
-                crate::bench::Dc::Memory => {
-                    Tc::with(config, Box::new(MemoryDc::new())).map_err(|e| e.to_string())
-                }
-                crate::bench::Dc::Disk => {
-                    // Scratch: a fresh directory, removed afterwards.
-                    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-                    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let dir =
-                        std::env::temp_dir().join(format!("granary-dc-{}-{n}", std::process::id()));
-                    let _ = std::fs::remove_dir_all(&dir);
-                    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-                    let dc = DiskDc::open(&dir.join("dc.redb"), self.dc_cache)
-                        .map_err(|e| e.to_string())?;
-                    Tc::open(config, &dir, Box::new(dc))
-                        .map(|(tc, _)| tc.scratch())
-                        .map_err(|e| e.to_string())
-                }
+            if self.dc == crate::bench::Dc::Memory {
+                return Tc::with(config, Box::new(MemoryDc::new())).map_err(|e| e.to_string());
+            }
+            // Scratch: a fresh directory, removed afterwards.
+            let dir = scratch_dir("granary-dc");
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let dc: Box<dyn granary_protocols::deuteronomy::dc::DataComponent> = match self.dc {
+                crate::bench::Dc::Etcd => Box::new(self.etcd(None)?),
+                _ => Box::new(
+                    DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
+                ),
             };
+            return Tc::open(config, &dir, dc)
+                .map(|(tc, _)| tc.scratch())
+                .map_err(|e| e.to_string());
         };
         let used = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
         if used {
@@ -482,10 +482,57 @@ impl EngineOptions<'_> {
             crate::bench::Dc::Disk => Box::new(
                 DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
             ),
+            crate::bench::Dc::Etcd => Box::new(self.etcd(Some(dir))?),
         };
         Tc::open(config, dir, dc)
             .map(|(tc, _)| tc)
             .map_err(|e| e.to_string())
+    }
+
+    /// The etcd DC of a fresh database: on `--etcd-endpoints` under a
+    /// namespace of its own (the durable directory's, which must hold
+    /// nothing yet, or a scratch one removed afterwards), else on a local
+    /// etcd started in `DIR/etcd` (durable) or a scratch directory.
+    ///
+    /// # Errors
+    /// etcd cannot be started or reached, or already holds data there.
+    fn etcd(&self, durable: Option<&std::path::Path>) -> Result<granary_etcd::EtcdDc, String> {
+        use granary_etcd::{EtcdDc, EtcdOptions, EtcdServer};
+        let Some(endpoints) = &self.etcd_endpoints else {
+            let server = match durable {
+                Some(dir) => EtcdServer::start(&dir.join("etcd")),
+                None => EtcdServer::start(&scratch_dir("granary-etcd")).map(EtcdServer::scratch),
+            }
+            .map_err(|e| e.to_string())?;
+            let dc = EtcdDc::connect(EtcdOptions::new(vec![server.endpoint()]))
+                .map_err(|e| e.to_string())?;
+            return Ok(dc.owning(server));
+        };
+        let namespace = match durable {
+            Some(dir) => {
+                let dir = dir
+                    .canonicalize()
+                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+                format!("granary/{}/", dir.display())
+            }
+            None => format!("granary/{}/", unique("run")),
+        };
+        let options = EtcdOptions {
+            namespace: namespace.clone().into_bytes(),
+            ..EtcdOptions::new(endpoints.clone())
+        };
+        let dc = EtcdDc::connect(options).map_err(|e| e.to_string())?;
+        if !dc.is_empty().map_err(|e| e.to_string())? {
+            return Err(format!(
+                "etcd at {} already holds keys under {namespace:?}: a new database needs \
+                 none there (etcdctl del --prefix {namespace:?} removes them)",
+                endpoints.join(",")
+            ));
+        }
+        Ok(match durable {
+            Some(_) => dc,
+            None => dc.scratch(),
+        })
     }
 
     /// The workload's partitioning, for designs that need one (their
@@ -497,6 +544,24 @@ impl EngineOptions<'_> {
         self.partitioning
             .ok_or_else(|| "this workload has no partition key".to_string())
     }
+}
+
+/// A name unique to this process and call: `{prefix}-{pid}-{n}-{µs}`.
+fn unique(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{prefix}-{}-{n}-{t}", std::process::id())
+}
+
+/// A fresh path in the temporary directory (removed first if it
+/// exists).
+fn scratch_dir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(unique(prefix));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 /// Silo's bare index, owning its database (the kv protocol).

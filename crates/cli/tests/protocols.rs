@@ -279,3 +279,68 @@ fn deuteronomy_benchmarks_and_checks() {
         text(&o.stdout)
     );
 }
+
+/// `--dc etcd` (a local etcd started for the run, Debian's etcd-server):
+/// `granary check` passes; a durable benchmark keeps etcd's data with
+/// the log and reports what the DC applied; `--etcd-endpoints` without
+/// `--dc etcd` is refused.
+#[test]
+fn deuteronomy_over_etcd_checks_and_benchmarks() {
+    let o = granary(&[
+        "check",
+        "bank",
+        "--protocol",
+        "deuteronomy",
+        "--dc",
+        "etcd",
+        "--threads",
+        "2",
+        "--txns",
+        "2000",
+        "--seed",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("0 anomalies"),
+        "{}",
+        text(&o.stdout)
+    );
+    let dir = scratch("etcd");
+    let o = granary(&[
+        "bench",
+        "smallbank",
+        "--protocol",
+        "deuteronomy",
+        "--dc",
+        "etcd",
+        "--durable",
+        dir.to_str().unwrap(),
+        "--threads",
+        "2",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0",
+        "--customers",
+        "200",
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("tc: reads ") && err.contains("DC applied"),
+        "{err}"
+    );
+    assert!(dir.join("etcd/data/member").is_dir(), "etcd's data is kept");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = granary(&[
+        "check",
+        "bank",
+        "--protocol",
+        "deuteronomy",
+        "--etcd-endpoints",
+        "http://127.0.0.1:1",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--etcd-endpoints is for --dc etcd"));
+}
