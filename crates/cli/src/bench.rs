@@ -90,14 +90,20 @@ pub struct TcArgs {
     /// Writers shed load (abort as `overloaded`) while it is full.
     #[arg(long, default_value_t = 256, value_name = "MIB")]
     pub tc_log_mb: usize,
-    /// MVCC versions past which the TC trims the version lists of the
-    /// records it touches (§6.5's soft watermark).
+    /// MVCC entries (record items and versions) past which the TC trims
+    /// the version lists of the records it touches (§6.5's soft
+    /// watermark).
     #[arg(long, default_value_t = 1 << 20, value_name = "N")]
     pub tc_soft_versions: usize,
-    /// MVCC versions past which the TC also sweeps its whole table
-    /// (§6.5's hard watermark).
+    /// MVCC entries past which the TC also sweeps its table, trimming
+    /// every version the DC holds and evicting cold record items (§6.5's
+    /// hard watermark).
     #[arg(long, default_value_t = 4 << 20, value_name = "N")]
     pub tc_hard_versions: usize,
+    /// The TC's read cache, in MiB: versions read from the DC after their
+    /// log buffer was recycled (§3.3). 0 turns it off.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub tc_read_cache_mb: usize,
     /// The disk data component's page cache, in MiB.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub dc_cache_mb: usize,
@@ -125,6 +131,9 @@ impl TcArgs {
             log_buffers: self.tc_log_mb / per,
             soft_versions: self.tc_soft_versions,
             hard_versions: self.tc_hard_versions,
+            read_cache_bytes: self.tc_read_cache_mb.checked_mul(1 << 20).ok_or_else(|| {
+                format!("--tc-read-cache-mb {} is too large", self.tc_read_cache_mb)
+            })?,
             ..d
         };
         c.validate().map_err(|e| match e {

@@ -56,11 +56,11 @@ pub enum Protocol {
     /// smallbank, tpcc (write sets that depend on reads predicted by
     /// reconnaissance) and the check workloads.
     Bohm,
-    /// Deuteronomy's transaction component (in progress, issue 21):
-    /// timestamp-order MVCC, versions kept in its recovery log's buffers,
-    /// a TC Proxy applying committed writes to a data component (`--dc`;
-    /// memory only so far), nothing written to disk yet. Runs every
-    /// workload, except interactive sessions.
+    /// Deuteronomy's transaction component (issue 21): timestamp-order
+    /// MVCC, versions kept in its recovery log's buffers and a read
+    /// cache, a TC Proxy applying committed writes to a data component
+    /// (`--dc memory|disk|etcd`), durable with `--durable DIR`. Runs
+    /// every workload.
     Deuteronomy,
     /// Silo with read-set validation turned off: NOT serializable. Exists
     /// only in builds with the test-only `mutant` feature, to show the

@@ -77,6 +77,8 @@ const HEADER: u64 = 16;
 const MIN_RING: u64 = 4096;
 /// The largest ring (1 TiB).
 const MAX_RING: u64 = 1 << 40;
+/// The most bytes [`ReadCache::new`] takes.
+pub(crate) const MAX_BYTES: usize = MAX_RING as usize;
 /// The smallest ring at all (a loom model's): two words of value.
 const TINY_RING: u64 = 32;
 

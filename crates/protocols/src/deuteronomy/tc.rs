@@ -169,6 +169,13 @@ impl Config {
                 "the log needs at least 2 buffers (one filling, one draining)".into(),
             ));
         }
+        if self.read_cache_bytes > super::read_cache::MAX_BYTES {
+            return Err(Error::InvalidOption(format!(
+                "a read cache of {} bytes: at most {} bytes",
+                self.read_cache_bytes,
+                super::read_cache::MAX_BYTES
+            )));
+        }
         if self.soft_versions > self.hard_versions {
             return Err(Error::InvalidOption(format!(
                 "the soft watermark ({}) is above the hard one ({})",
