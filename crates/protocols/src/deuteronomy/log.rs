@@ -107,7 +107,13 @@ impl LogBuffer {
 
     /// Whether anything was reserved in it yet.
     pub fn is_empty(&self) -> bool {
-        self.word.load(Ordering::Acquire) & OFFSET == 0
+        self.reserved() == 0
+    }
+
+    /// How many bytes were reserved in it so far (past its capacity once
+    /// sealed).
+    pub fn reserved(&self) -> u64 {
+        self.word.load(Ordering::Acquire) & OFFSET
     }
 
     /// Empty it for reuse as log buffer `seq` (its bytes are left as they
@@ -505,6 +511,19 @@ impl Log {
     /// How many buffers exist (in use or pooled).
     pub fn buffers(&self) -> usize {
         self.pool.lock().expect("pool").made
+    }
+
+    /// How many buffers are in use (installed, not yet back in the pool).
+    pub fn in_use(&self) -> usize {
+        let pool = self.pool.lock().expect("pool");
+        pool.made - pool.free.len()
+    }
+
+    /// How full the active buffer is, as a fraction of its capacity (0 if
+    /// it is being installed).
+    pub fn active_fill(&self) -> f64 {
+        self.buffer(self.active())
+            .map_or(0.0, |b| b.reserved() as f64 / f64::from(self.capacity))
     }
 
     /// Buffer `seq`, if it is installed and not recycled. A buffer found

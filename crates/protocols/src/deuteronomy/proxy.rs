@@ -98,6 +98,25 @@ impl Flusher {
 
     /// Seal a quiet active buffer, or write and publish the sealed ones:
     /// whether any was published (`Err` once the TC has failed).
+    /// Whether to seal the quiet active buffer now. Each seal uses up a
+    /// whole buffer, and a running transaction holds back every buffer
+    /// from its first record on: sealing nearly empty buffers every
+    /// millisecond let one transaction longer than the log's budget in
+    /// milliseconds fill the log (and abort as overloaded, again and
+    /// again). So a buffer with little in it is sealed every
+    /// `seal_after` only while it is worth it — for a durable log (commit
+    /// latency) whose buffers are not yet half in use — and otherwise
+    /// every 64 × `seal_after`.
+    fn due(&self, s: &Shared, durable: bool) -> bool {
+        let quiet = self.last_seal.elapsed();
+        if quiet < self.seal_after {
+            return false;
+        }
+        let cheap = s.log.active_fill() >= 1.0 / 64.0
+            || (durable && s.log.in_use() * 2 < s.config.log_buffers);
+        cheap || quiet >= self.seal_after * 64
+    }
+
     pub(super) fn step(&mut self, s: &Shared, file: Option<&Mutex<LogFile>>) -> Result<bool, ()> {
         // Pinned: a slot looked at may hold a buffer being recycled.
         let _g = crossbeam_epoch::pin();
@@ -108,7 +127,7 @@ impl Flusher {
             seq += 1;
         }
         if self.sealed.is_empty() {
-            if self.last_seal.elapsed() >= self.seal_after {
+            if self.due(s, file.is_some()) {
                 // Group commit: let a quiet log drain.
                 s.log.seal_active();
                 self.last_seal = Instant::now();
@@ -208,10 +227,14 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
         }
         let g = crossbeam_epoch::pin();
         // §3.1: flushed buffers stay as the version cache (readers find
-        // recent versions in place) while the log has room; the oldest go
-        // once the buffers held pass half the budget beyond a few for
-        // the active and the unapplied ones.
-        let keep = s.config.log_buffers.saturating_sub(4) / 2;
+        // recent versions in place) while the log has room: up to half
+        // the budget, less a few for the active and unapplied ones, and
+        // none once three quarters of it are in use.
+        let budget = s.config.log_buffers;
+        let keep = match s.log.in_use() * 4 < budget * 3 {
+            true => budget.saturating_sub(4) / 2,
+            false => 0,
+        };
         while let Some(&seq) = st.held.front() {
             // A sealed buffer may still be the active one (its sealer
             // found the log full): it stays until the log moves past it.
