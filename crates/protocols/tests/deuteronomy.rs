@@ -235,7 +235,7 @@ fn the_hard_watermark_holds_the_tables_size() {
         for _ in 0..40_000 {
             put(&mut w, KEYS + n % 16);
             n += 1;
-            if n % 4096 == 0 {
+            if n.is_multiple_of(4096) {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }

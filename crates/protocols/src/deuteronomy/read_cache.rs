@@ -467,7 +467,7 @@ impl ReadCache {
     }
 
     /// Counters: hits, misses, and inserts that were cached and indexed.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub fn stats(&self) -> (u64, u64, u64) {
         let r = std::sync::atomic::Ordering::Relaxed;
         (self.hits.load(r), self.misses.load(r), self.inserts.load(r))
