@@ -96,8 +96,6 @@ impl Flusher {
         }
     }
 
-    /// Seal a quiet active buffer, or write and publish the sealed ones:
-    /// whether any was published (`Err` once the TC has failed).
     /// Whether to seal the quiet active buffer now. Each seal uses up a
     /// whole buffer, and a running transaction holds back every buffer
     /// from its first record on: sealing nearly empty buffers every
@@ -117,6 +115,8 @@ impl Flusher {
         cheap || quiet >= self.seal_after * 64
     }
 
+    /// Seal a quiet active buffer, or write and publish the sealed ones:
+    /// whether any was published (`Err` once the TC has failed).
     pub(super) fn step(&mut self, s: &Shared, file: Option<&Mutex<LogFile>>) -> Result<bool, ()> {
         // Pinned: a slot looked at may hold a buffer being recycled.
         let _g = crossbeam_epoch::pin();
