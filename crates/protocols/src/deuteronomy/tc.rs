@@ -766,6 +766,8 @@ impl Engine for Tc {
                 .position(|&b| !b)
                 .ok_or(Error::TooManyWorkers { max: MAX_RUNNERS })?;
             c[i] = true;
+            // SeqCst, as `oat`'s load of it: the slot is counted before
+            // the runner's first timestamp is stored in it.
             self.s
                 .runners
                 .fetch_max(i + 1, std::sync::atomic::Ordering::SeqCst);
@@ -1345,6 +1347,8 @@ fn start<'a>(s: &'a Shared, slot: usize, parts: &'a mut Parts, session: bool) ->
         // §6.5's hard watermark: sweep a slice of the table.
         let n = s.mvcc.buckets();
         let from = s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
+        // A lower bound of the OAT however stale (the OAT only grows);
+        // Acquire pairs with the proxy's Release store.
         let oat = s.oat_seen.load(O::Acquire);
         let g = crossbeam_epoch::pin();
         s.mvcc.for_each_in(from, from + SWEEP, |item| {
