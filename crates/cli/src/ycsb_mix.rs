@@ -4,7 +4,7 @@
 
 use clap::{Args, ValueEnum};
 use granary_workloads::driver::RunReport;
-use granary_workloads::ycsb::{self, WriteKind, Ycsb, YcsbConfig};
+use granary_workloads::ycsb::{self, Placement, WriteKind, Ycsb, YcsbConfig};
 use serde::Serialize;
 
 use crate::bench::{drive, CommonArgs};
@@ -17,6 +17,17 @@ pub enum WriteKindArg {
     Rmw,
     /// Overwrite without reading.
     Blind,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlacementArg {
+    /// Scatter the Zipfian ranks over the key space (YCSB's scrambled
+    /// generator does the same): hot keys land in different leaves.
+    Spread,
+    /// Rank r is key r: the hottest keys are neighbours in the index
+    /// (CCBench and DBx1000 place them so).
+    Adjacent,
 }
 
 #[derive(Args, Debug, Clone, Serialize)]
@@ -36,6 +47,15 @@ pub struct YcsbMixArgs {
     /// Zipfian θ in [0, 1); 0 is uniform.
     #[arg(long)]
     pub theta: Option<f64>,
+    /// Where the Zipfian ranks land in the key space (no effect at θ = 0).
+    #[arg(long, value_enum, default_value = "spread")]
+    pub placement: PlacementArg,
+    /// Bytes per key: 8 is the key's number as 8 big-endian bytes; any
+    /// other length is YCSB's own form, `user` and the number zero-padded
+    /// to that many bytes (all keys then share their first 8 bytes), up to
+    /// 256.
+    #[arg(long, default_value_t = 8)]
+    pub key_bytes: usize,
     /// Each operation is a read with this probability (percent).
     #[arg(long, conflicts_with = "writes_per_txn")]
     pub read_pct: Option<f64>,
@@ -103,16 +123,22 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
     if a.snapshot_long_reads {
         cfg = cfg.snapshot_long_reads(true);
     }
+    cfg = cfg.key_bytes(a.key_bytes).placement(match a.placement {
+        PlacementArg::Spread => Placement::Spread,
+        PlacementArg::Adjacent => Placement::Adjacent,
+    });
     let w = Ycsb::new(cfg.clone()).map_err(|e| e.to_string())?;
     eprintln!(
-        "ycsb-mix: preset {} → {:?} keys={} value={}B ops/txn={} {:?} θ={:.4} long-read fraction {}",
+        "ycsb-mix: preset {} → {:?} keys={} key={}B value={}B ops/txn={} {:?} θ={:.4} ({:?}) long-read fraction {}",
         cfg.preset,
         cfg.mix,
         cfg.keys,
+        cfg.key_bytes,
         cfg.value_bytes,
         cfg.ops_per_txn,
         cfg.write_kind,
         w.theta(),
+        cfg.placement,
         cfg.long_read_fraction
     );
     let config = Config {

@@ -126,6 +126,59 @@ pub enum Skew {
     HotSet { keys_pct: f64, access_pct: f64 },
 }
 
+/// Where the Zipfian ranks land in the key space.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Rank `r` is key `r · m mod n` for a large `m` coprime with `n`: hot
+    /// keys are scattered over the index, as YCSB's scrambled generator
+    /// scatters them.
+    #[default]
+    Spread,
+    /// Rank `r` is key `r`: the hottest keys are neighbours, sharing
+    /// leaves, as CCBench and DBx1000 place them.
+    Adjacent,
+}
+
+/// The most bytes [`YcsbConfig::key_bytes`] accepts.
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// Key number `k` as the key's bytes: 8 bytes big-endian at `len` 8, else
+/// YCSB's own form, `user` and the number in decimal zero-padded to `len`
+/// bytes (so every key shares its first 8 bytes, `user0000`, as YCSB's do;
+/// the padding keeps byte order equal to numeric order).
+pub fn key_bytes(k: u64, len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    if len == 8 {
+        out.extend_from_slice(&k.to_be_bytes());
+        return;
+    }
+    out.extend_from_slice(b"user");
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = k;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let pad = len.saturating_sub(4 + (digits.len() - i));
+    out.resize(4 + pad, b'0');
+    out.extend_from_slice(&digits[i..]);
+}
+
+fn decimal_digits(mut v: u64) -> usize {
+    let mut d = 1;
+    while v >= 10 {
+        v /= 10;
+        d += 1;
+    }
+    d
+}
+
 /// A YCSB configuration: a preset plus overrides.
 ///
 /// ```
@@ -155,6 +208,11 @@ pub struct YcsbConfig {
     pub long_read_keys: usize,
     /// Run long read-only transactions as snapshot transactions.
     pub snapshot_long_reads: bool,
+    /// Where the Zipfian ranks land in the key space.
+    pub placement: Placement,
+    /// Bytes per key: 8 (the number, big-endian) or YCSB's `user` and
+    /// zero-padded digits ([`key_bytes`]).
+    pub key_bytes: usize,
 }
 
 impl YcsbConfig {
@@ -174,6 +232,8 @@ impl YcsbConfig {
             long_read_fraction: 0.0,
             long_read_keys: 10_000,
             snapshot_long_reads: false,
+            placement: Placement::Spread,
+            key_bytes: 8,
         };
         let bohm = |writes, theta| YcsbConfig {
             value_bytes: 1000,
@@ -290,14 +350,26 @@ impl YcsbConfig {
         self
     }
 
+    /// Where the Zipfian ranks land in the key space.
+    pub fn placement(mut self, p: Placement) -> Self {
+        self.placement = p;
+        self
+    }
+
+    /// Keys of this many bytes ([`key_bytes`]).
+    pub fn key_bytes(mut self, n: usize) -> Self {
+        self.key_bytes = n;
+        self
+    }
+
     /// Check the configuration and resolve the skew to a θ.
     ///
     /// # Errors
     /// [`ConfigError`] for zero keys, a value too small for the counter or
     /// above granary's limit, zero or more operations than keys, a
     /// probability out of range, more writes than operations, θ outside
-    /// `[0, 1)`, a hot set no θ < 1 reaches, or a long read of more keys
-    /// than exist.
+    /// `[0, 1)`, a hot set no θ < 1 reaches, a long read of more keys
+    /// than exist, or a key length that cannot number every key.
     pub fn validate(&self) -> Result<f64, ConfigError> {
         let err = |m: String| Err(ConfigError(m));
         if self.keys == 0 {
@@ -308,6 +380,15 @@ impl YcsbConfig {
                 "value size must be in 8..={} bytes (8 for the counter), got {}",
                 granary_api::MAX_VALUE_BYTES,
                 self.value_bytes
+            ));
+        }
+        // `keys` itself is encoded too: it bounds the verifier's last scan.
+        let need = 4 + decimal_digits(self.keys);
+        let kb = self.key_bytes;
+        if kb != 8 && !(need..=MAX_KEY_BYTES).contains(&kb) {
+            return err(format!(
+                "key length must be 8 (binary) or in {need}..={MAX_KEY_BYTES} (`user` and the digits of {} keys), got {kb}",
+                self.keys
             ));
         }
         let f = self.long_read_fraction;
@@ -373,17 +454,23 @@ enum Chooser {
 }
 
 impl Chooser {
-    fn new(n: u64, theta: f64) -> Result<Chooser, ConfigError> {
+    fn new(n: u64, theta: f64, placement: Placement) -> Result<Chooser, ConfigError> {
         if theta == 0.0 {
             return Ok(Chooser::Uniform(n));
         }
         let z = Zipf::new(n, theta).map_err(|e| ConfigError(e.to_string()))?;
-        // The golden-ratio multiplier, nudged until coprime with n, makes
-        // `rank · mult mod n` a permutation of 0..n.
-        let mut mult = 0x9E37_79B9_7F4A_7C15u64 % n;
-        while gcd(mult, n) != 1 {
-            mult = (mult + 1) % n;
-        }
+        let mult = match placement {
+            Placement::Adjacent => 1,
+            Placement::Spread => {
+                // The golden-ratio multiplier, nudged until coprime with
+                // n, makes `rank · mult mod n` a permutation of 0..n.
+                let mut mult = 0x9E37_79B9_7F4A_7C15u64 % n;
+                while gcd(mult, n) != 1 {
+                    mult = (mult + 1) % n;
+                }
+                mult
+            }
+        };
         Ok(Chooser::Zipf { z, n, mult })
     }
 
@@ -468,7 +555,9 @@ pub struct YcsbTxn {
     /// Writes read-modify-write (else blind writes of `bytes`).
     rmw: bool,
     bytes: usize,
+    key_bytes: usize,
     buf: Vec<u8>,
+    key: Vec<u8>,
 }
 
 impl Body for YcsbTxn {
@@ -480,17 +569,18 @@ impl Body for YcsbTxn {
         let mut rmws = 0u64;
         let mut acc = 0u64;
         for &(k, write) in &self.ops {
-            let key = k.to_be_bytes();
+            key_bytes(k, self.key_bytes, &mut self.key);
+            let key = &self.key[..];
             if write && !rmw {
                 Ycsb::initial_value(k, &mut self.buf, bytes);
-                tx.put(t, &key, &self.buf)?;
+                tx.put(t, key, &self.buf)?;
                 continue;
             }
             let missing = || TxError::user(format!("YCSB key {k} missing"));
             let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
             if write {
                 // One copy: the design's read-modify-write.
-                let bumped = tx.update(t, &key, |v| {
+                let bumped = tx.update(t, key, |v| {
                     if v.len() < 8 {
                         return Err(v.len());
                     }
@@ -502,7 +592,7 @@ impl Body for YcsbTxn {
                 rmws += 1;
                 continue;
             }
-            let v = tx.get(t, &key)?.ok_or_else(missing)?;
+            let v = tx.get(t, key)?.ok_or_else(missing)?;
             if v.len() < 8 {
                 return Err(short(v.len()));
             }
@@ -523,7 +613,7 @@ impl Ycsb {
     pub fn new(cfg: YcsbConfig) -> Result<Ycsb, ConfigError> {
         let theta = cfg.validate()?;
         Ok(Ycsb {
-            chooser: Chooser::new(cfg.keys, theta)?,
+            chooser: Chooser::new(cfg.keys, theta, cfg.placement)?,
             theta,
             cfg,
             table: None,
@@ -603,7 +693,9 @@ impl Ycsb {
                     ops: Vec::with_capacity(self.cfg.ops_per_txn.min(1024)),
                     rmw: self.cfg.write_kind == WriteKind::Rmw,
                     bytes: self.cfg.value_bytes,
+                    key_bytes: self.cfg.key_bytes,
                     buf: Vec::with_capacity(self.cfg.value_bytes),
+                    key: Vec::with_capacity(self.cfg.key_bytes),
                 },
             )
         })
@@ -620,11 +712,13 @@ impl Ycsb {
         p.planned = ex.uses_declared();
         if p.planned {
             p.declared.clear();
+            let key = &mut p.body.key;
             for &(k, write) in &p.body.ops {
+                key_bytes(k, self.cfg.key_bytes, key);
                 if write {
-                    p.declared.write(t, &k.to_be_bytes());
+                    p.declared.write(t, key);
                 } else {
-                    p.declared.read(t, &k.to_be_bytes());
+                    p.declared.read(t, key);
                 }
             }
         }
@@ -664,11 +758,14 @@ impl Ycsb {
             return self.submit(th, ex, p, t);
         }
         let keys = &th.long_keys;
+        let len = self.cfg.key_bytes;
+        let mut key = Vec::with_capacity(len);
         let mut body = |tx: &mut dyn ReadOnly| -> Result<u64, TxError> {
             let mut acc = 0u64;
             for &k in keys {
+                key_bytes(k, len, &mut key);
                 let v = tx
-                    .read(t, &k.to_be_bytes())?
+                    .read(t, &key)?
                     .ok_or_else(|| TxError::user(format!("YCSB key {k} missing")))?;
                 acc = acc.wrapping_add(v.first().copied().unwrap_or(0) as u64);
             }
@@ -695,11 +792,13 @@ impl Workload for Ycsb {
     ) -> Result<(), Error> {
         let t = engine.create_table(TABLE)?;
         let n = self.cfg.keys;
-        let bytes = self.cfg.value_bytes;
+        let (bytes, len) = (self.cfg.value_bytes, self.cfg.key_bytes);
         load_parallel(engine, n, LOAD_BATCH, progress, &|key, insert| {
             let mut v = Vec::with_capacity(bytes);
             Self::initial_value(key, &mut v, bytes);
-            insert(t, &key.to_be_bytes(), &v)
+            let mut k = Vec::with_capacity(len);
+            key_bytes(key, len, &mut k);
+            insert(t, &k, &v)
         })?;
         self.table = Some(t);
         Ok(())
@@ -745,12 +844,15 @@ impl Workload for Ycsb {
         let mut lo = 0u64;
         while lo < n {
             let hi = (lo + VERIFY_CHUNK).min(n);
+            let (mut lo_key, mut hi_key) = (Vec::new(), Vec::new());
+            key_bytes(lo, self.cfg.key_bytes, &mut lo_key);
+            key_bytes(hi, self.cfg.key_bytes, &mut hi_key);
             let (count, s, wrong) = run_until_committed(&mut r, |tx| {
                 let (mut count, mut s, mut wrong) = (0u64, 0u64, Vec::new());
                 tx.scan(
                     t,
-                    Bound::Included(&lo.to_be_bytes()[..]),
-                    Bound::Excluded(&hi.to_be_bytes()[..]),
+                    Bound::Included(&lo_key[..]),
+                    Bound::Excluded(&hi_key[..]),
                     usize::MAX,
                     false,
                     |k, v| {
@@ -787,5 +889,59 @@ impl Workload for Ycsb {
             bad.push(format!("{rows} rows, expected {n}"));
         }
         Ok(bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_keys_are_ycsbs_and_keep_numeric_order() {
+        let mut a = Vec::new();
+        key_bytes(42, 24, &mut a);
+        assert_eq!(a, b"user00000000000000000042");
+        key_bytes(7, 8, &mut a);
+        assert_eq!(a, 7u64.to_be_bytes());
+        let mut b = Vec::new();
+        for len in [8, 11, 24, 64] {
+            for (x, y) in [(0u64, 1u64), (9, 10), (99_999, 100_000), (123_456, 999_999)] {
+                key_bytes(x, len, &mut a);
+                key_bytes(y, len, &mut b);
+                assert_eq!((a.len(), b.len()), (len, len));
+                assert!(a < b, "{x} < {y} at {len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_length_too_short_for_the_keys_is_refused() {
+        let cfg = YcsbConfig::preset("study").unwrap().keys(1_000_000);
+        // `user` + 7 digits (the verifier encodes the key count itself).
+        assert!(cfg.clone().key_bytes(11).validate().is_ok());
+        let e = cfg
+            .clone()
+            .key_bytes(10)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("11..=256"), "{e}");
+        assert!(cfg.key_bytes(257).validate().is_err());
+    }
+
+    #[test]
+    fn adjacent_placement_puts_the_hot_ranks_first() {
+        let mut rng = Rng::new(1, 1);
+        let adjacent = Chooser::new(1_000_000, 0.99, Placement::Adjacent).unwrap();
+        let spread = Chooser::new(1_000_000, 0.99, Placement::Spread).unwrap();
+        // Keys 1..100 (rank 0 is key 0 either way).
+        let low = |c: &Chooser, rng: &mut Rng| {
+            (0..10_000)
+                .filter(|_| (1..100).contains(&c.next(rng)))
+                .count()
+        };
+        // At θ = 0.99, ranks 1..100 of 1M draw about a third of the picks.
+        assert!(low(&adjacent, &mut rng) > 2_500);
+        assert!(low(&spread, &mut rng) < 300);
     }
 }
