@@ -1,16 +1,27 @@
 //! How keys are stored in nodes.
 //!
-//! Every stored key is two words: its *slice* — the first 8 bytes, zero
+//! Every stored key is two words: its *slice* — 8 bytes of it, zero
 //! padded, as a big-endian integer, so most comparisons are one integer
 //! compare (Masstree §4.1) — and its *info* word: for keys of at most 8
 //! bytes the length itself (0..=8); for longer keys a pointer to an
-//! immutable heap copy of the whole key ([`KeyBox`]). Pointers are never
-//! ≤ 8, so the two cases cannot be confused.
+//! immutable heap copy of the whole key ([`KeyBox`]) with the key's length
+//! in its top 16 bits. Such words are never ≤ 8, so the two cases cannot
+//! be confused.
 //!
-//! Byte-string order from (slice, info): if the slices differ they decide.
-//! Otherwise the first `min(len, 8)` bytes agree and the padding is zeros,
-//! so if either key has at most 8 bytes it is a prefix of the other and the
-//! shorter sorts first; if both are longer, their tails decide.
+//! Which 8 bytes the slice holds depends on the node: word `pw` of the key
+//! (bytes `8·pw..8·pw + 8`), where every key stored in that node shares its
+//! first `8·pw` bytes, the node's *prefix*, and is longer than it (so it
+//! has a KeyBox). Most nodes have `pw = 0`: the slice is the key's first
+//! 8 bytes. Keys that share a long prefix (YCSB's `user000000…`) would
+//! otherwise tie on every slice and be compared out of line; in a node
+//! with a prefix they are told apart by the word after it (the tree's
+//! module docs).
+//!
+//! Byte-string order from (slice, info) of two keys that share their first
+//! `p = 8·pw` bytes: if the slices differ they decide. Otherwise bytes
+//! `p..p + 8` agree up to the padding, so if either key ends by `p + 8` it
+//! is a prefix of the other and the shorter sorts first; if both are
+//! longer, their tails past `p + 8` decide.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cmp::Ordering;
@@ -48,6 +59,42 @@ pub(crate) fn slice_of(bytes: &[u8]) -> u64 {
     }
 }
 
+/// Word `w` of `bytes`: bytes `8·w..8·w + 8`, zero padded, big-endian (0
+/// past the end).
+#[inline]
+pub(crate) fn word_of(bytes: &[u8], w: usize) -> u64 {
+    slice_of(bytes.get(8 * w..).unwrap_or(&[]))
+}
+
+/// The bits of a boxed key's info word that hold its address; the top 16
+/// hold its length (saturated at [`LEN_SATURATED`]).
+const ADDR_MASK: u64 = (1 << 48) - 1;
+const LEN_SATURATED: u64 = 0xffff;
+
+#[inline]
+fn box_of(info: u64) -> *const KeyBox {
+    (info & ADDR_MASK) as *const KeyBox
+}
+
+/// The length of the key whose info word is `info`.
+///
+/// # Safety
+/// As for [`stored_bytes`] (a key of 65,535 bytes or more is measured in
+/// its box).
+#[inline]
+pub(crate) unsafe fn stored_len(info: u64) -> usize {
+    if info <= INLINE_MAX {
+        return info as usize;
+    }
+    let hint = info >> 48;
+    if hint < LEN_SATURATED {
+        hint as usize
+    } else {
+        // SAFETY: caller's contract.
+        unsafe { (*box_of(info)).len }
+    }
+}
+
 /// Heap copy of a key longer than 8 bytes: `len` then the bytes.
 #[repr(C)]
 pub(crate) struct KeyBox {
@@ -82,7 +129,17 @@ pub(crate) fn make_stored(bytes: &[u8]) -> (u64, u64) {
             bytes.len(),
         );
     }
-    (slice, p as u64)
+    // User-space addresses fit in 48 bits on the 64-bit targets Rust
+    // supports with 4-level page tables (x86-64, AArch64); a larger one
+    // would lose its top bits to the length.
+    assert!(
+        p as u64 & !ADDR_MASK == 0,
+        "key copy above the 48-bit address space"
+    );
+    (
+        slice,
+        p as u64 | (bytes.len() as u64).min(LEN_SATURATED) << 48,
+    )
 }
 
 /// Free the [`KeyBox`] behind `info`, if it is one.
@@ -92,7 +149,7 @@ pub(crate) fn make_stored(bytes: &[u8]) -> (u64, u64) {
 /// still hold it.
 pub(crate) unsafe fn free_stored(info: u64) {
     if info > INLINE_MAX {
-        let p = info as *mut KeyBox;
+        let p = box_of(info) as *mut KeyBox;
         // SAFETY: per the contract `p` is a live KeyBox.
         let len = unsafe { (*p).len };
         // SAFETY: allocated in `make_stored` with this layout.
@@ -111,7 +168,7 @@ pub(crate) unsafe fn stored_bytes(slice: u64, info: u64, buf: &mut [u8; 8]) -> &
         *buf = slice.to_be_bytes();
         &buf[..info as usize]
     } else {
-        let p = info as *const KeyBox;
+        let p = box_of(info);
         // SAFETY: per the contract the box is live and immutable.
         unsafe {
             let len = (*p).len;
@@ -131,19 +188,38 @@ pub(crate) unsafe fn compare(slice: u64, info: u64, k: &SearchKey<'_>) -> Orderi
     if slice != k.slice {
         return slice.cmp(&k.slice);
     }
-    let klen = k.bytes.len();
+    // SAFETY: forwarded contract.
+    unsafe { compare_tie(info, k.bytes, 0) }
+}
+
+/// Compare a stored key with `k` when both share their first `p` bytes
+/// and their slices at `p` (bytes `p..p + 8`, padded) are equal: lengths
+/// decide unless both keys go on past `p + 8`, then their tails do (out of
+/// line).
+///
+/// # Safety
+/// As for [`compare`]; a torn read's garbage gives a meaningless result,
+/// never an out-of-bounds access.
+#[inline]
+pub(crate) unsafe fn compare_tie(info: u64, k: &[u8], p: usize) -> Ordering {
+    // SAFETY: forwarded contract.
+    let stored_len = unsafe { stored_len(info) };
+    let (rs, rk) = (stored_len.saturating_sub(p), k.len().saturating_sub(p));
+    if rs <= 8 || rk <= 8 {
+        return rs.cmp(&rk);
+    }
     if info <= INLINE_MAX {
-        return (info as usize).cmp(&klen);
+        return Ordering::Less; // torn: an inline key is never this long
     }
-    if klen as u64 <= INLINE_MAX {
-        return Ordering::Greater;
-    }
-    let p = info as *const KeyBox;
+    let b = box_of(info);
     // SAFETY: per the contract the box is live and immutable.
     let stored = unsafe {
-        std::slice::from_raw_parts(std::ptr::addr_of!((*p).bytes) as *const u8, (*p).len)
+        std::slice::from_raw_parts(std::ptr::addr_of!((*b).bytes) as *const u8, (*b).len)
     };
-    stored[8..].cmp(&k.bytes[8..])
+    fn tail(x: &[u8], p: usize) -> &[u8] {
+        x.get(p + 8..).unwrap_or(&[])
+    }
+    tail(stored, p).cmp(tail(k, p))
 }
 
 /// An opaque piece of index memory (a removed key's heap copy) handed to a
@@ -157,7 +233,8 @@ unsafe impl Send for Retired {}
 
 impl Retired {
     pub(crate) fn new(info: u64) -> Option<Retired> {
-        (info > INLINE_MAX).then(|| Retired(NonNull::new(info as *mut KeyBox).expect("non-null")))
+        (info > INLINE_MAX)
+            .then(|| Retired(NonNull::new(box_of(info) as *mut KeyBox).expect("non-null")))
     }
 
     /// Free the memory.
@@ -166,9 +243,10 @@ impl Retired {
     /// No thread may still be inside an operation that started before this
     /// value was retired (the epoch grace period has passed).
     pub unsafe fn reclaim(self) {
+        let p = self.0.as_ptr();
         // SAFETY: the pointer came from `make_stored`; the caller vouches for
         // the grace period.
-        unsafe { free_stored(self.0.as_ptr() as u64) }
+        unsafe { dealloc(p as *mut u8, keybox_layout((*p).len)) }
     }
 }
 

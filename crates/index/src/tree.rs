@@ -23,8 +23,8 @@ use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
 use std::ptr::NonNull;
 
-use crate::key::{compare, make_stored, stored_bytes, Retired, SearchKey};
-use crate::node::{prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH};
+use crate::key::{compare, compare_tie, make_stored, stored_bytes, word_of, Retired, SearchKey};
+use crate::node::{prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH, PREFIX_WORDS};
 use crate::sync::{AtomicPtr, Ordering};
 
 const R: Ordering = Ordering::Relaxed;
@@ -325,8 +325,51 @@ impl std::fmt::Debug for Tree {
     }
 }
 
-/// Compare the stored entry `i` of a node's key arrays with `k`, loading the
-/// info word only when the slices tie.
+/// Where a search key falls in a node, given the node's prefix.
+#[derive(Clone, Copy)]
+enum Probe {
+    /// Below every key stored in the node.
+    Below,
+    /// Above every key stored in the node.
+    Above,
+    /// Shares the prefix of `p` bytes; its slice at `p` is this.
+    At(u64, usize),
+}
+
+/// Place `k` against node `h`'s prefix (the key module's docs). A node
+/// without one (`pw = 0`, most nodes) costs one load and a branch.
+#[inline(always)]
+fn probe(h: &Header, k: &SearchKey<'_>) -> Probe {
+    let pw = h.pw.load(R) as usize;
+    if pw == 0 {
+        return Probe::At(k.slice, 0);
+    }
+    probe_prefix(h, pw.min(PREFIX_WORDS), k)
+}
+
+// Out of line: only nodes with a prefix need it, and inlined at every
+// search site it more than doubled the descent's code.
+#[inline(never)]
+fn probe_prefix(h: &Header, pw: usize, k: &SearchKey<'_>) -> Probe {
+    for (w, word) in h.prefix[..pw].iter().enumerate() {
+        let (kw, nw) = (word_of(k.bytes, w), word.load(R));
+        if kw != nw {
+            // Padding sorts like the absent bytes it stands for: a key
+            // shorter than the prefix that differs only in its padding is
+            // a prefix of every stored key, and below them.
+            return if kw < nw { Probe::Below } else { Probe::Above };
+        }
+    }
+    if k.bytes.len() < 8 * pw {
+        // Equal up to the padding: `k` is a proper prefix of every key.
+        return Probe::Below;
+    }
+    Probe::At(word_of(k.bytes, pw), 8 * pw)
+}
+
+/// Compare the stored entry `i` of a node's key arrays with `k`, whose
+/// slice in the node's encoding (prefix `p` bytes) is `s`, loading the info
+/// word only when the slices tie.
 ///
 /// # Safety
 /// As for [`compare`].
@@ -335,14 +378,110 @@ unsafe fn compare_at(
     slices: &[crate::sync::AtomicU64],
     infos: &[crate::sync::AtomicU64],
     i: usize,
+    (s, p): (u64, usize),
     k: &SearchKey<'_>,
 ) -> Cmp {
-    let s = slices[i].load(R);
-    if s != k.slice {
-        return s.cmp(&k.slice);
+    let x = slices[i].load(R);
+    if x != s {
+        return x.cmp(&s);
     }
     // SAFETY: forwarded contract.
-    unsafe { compare(s, infos[i].load(R), k) }
+    unsafe { compare_tie(infos[i].load(R), k.bytes, p) }
+}
+
+/// Shrink a locked node's prefix, if need be, so that it admits `k`: to
+/// the words `k` shares with it, keeping `k` longer than the prefix.
+/// Returns `k`'s slice in the node's (new) encoding.
+///
+/// # Safety
+/// The node is locked (its version changes before it is unlocked); the
+/// caller is pinned; `n` is its entry count.
+unsafe fn fit_prefix(
+    h: &Header,
+    slices: &[crate::sync::AtomicU64],
+    infos: &[crate::sync::AtomicU64],
+    n: usize,
+    k: &[u8],
+) -> u64 {
+    let pw = h.pw.load(R) as usize;
+    let mut w = 0;
+    while w < pw && k.len() > 8 * (w + 1) && word_of(k, w) == h.prefix[w].load(R) {
+        w += 1;
+    }
+    if w < pw {
+        // SAFETY: forwarded contract.
+        unsafe { set_prefix(h, slices, infos, n, w, k) };
+    }
+    word_of(k, w)
+}
+
+/// Grow (or keep) a locked node's prefix to the longest its `n` keys
+/// allow: the words its first and last key share (every key between them
+/// shares them too), with every key longer than the prefix.
+///
+/// # Safety
+/// As for [`fit_prefix`].
+unsafe fn repack(
+    h: &Header,
+    slices: &[crate::sync::AtomicU64],
+    infos: &[crate::sync::AtomicU64],
+    n: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    let (mut t0, mut t1) = ([0u8; 8], [0u8; 8]);
+    // SAFETY: live entries of a locked node (inline keys only where the
+    // prefix is empty, so their slice is their first word).
+    let first = unsafe { stored_bytes(slices[0].load(R), infos[0].load(R), &mut t0) };
+    // SAFETY: as above.
+    let last = unsafe { stored_bytes(slices[n - 1].load(R), infos[n - 1].load(R), &mut t1) };
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let mut pw = (common / 8).min(PREFIX_WORDS);
+    // The smallest key is the only one that can be as short as the prefix.
+    if pw > 0 && first.len() <= 8 * pw {
+        pw -= 1;
+    }
+    if pw != h.pw.load(R) as usize {
+        let first = first.to_vec();
+        // SAFETY: forwarded contract.
+        unsafe { set_prefix(h, slices, infos, n, pw, &first) };
+    }
+}
+
+/// Re-encode a locked node's `n` slices for a prefix of `pw` words, taken
+/// from `model` (which every key of the node shares that far).
+///
+/// # Safety
+/// As for [`fit_prefix`].
+unsafe fn set_prefix(
+    h: &Header,
+    slices: &[crate::sync::AtomicU64],
+    infos: &[crate::sync::AtomicU64],
+    n: usize,
+    pw: usize,
+    model: &[u8],
+) {
+    for i in 0..n {
+        let mut t = [0u8; 8];
+        // SAFETY: as in `repack`.
+        let b = unsafe { stored_bytes(slices[i].load(R), infos[i].load(R), &mut t) };
+        let w = word_of(b, pw);
+        slices[i].store(w, R);
+    }
+    for (w, word) in h.prefix.iter().enumerate() {
+        word.store(if w < pw { word_of(model, w) } else { 0 }, R);
+    }
+    h.pw.store(pw as u8, R);
+}
+
+/// Give a new (locked, unpublished) node `to` the prefix of `from`, whose
+/// entries it is about to receive as they are encoded.
+fn copy_prefix(from: &Header, to: &Header) {
+    for (a, b) in from.prefix.iter().zip(&to.prefix) {
+        b.store(a.load(R), R);
+    }
+    to.pw.store(from.pw.load(R), R);
 }
 
 /// First position in the leaf whose key is ≥ `k`, and whether it equals `k`.
@@ -351,16 +490,21 @@ unsafe fn compare_at(
 /// The caller is pinned (KeyBoxes stay valid); `n ≤ LEAF_WIDTH`.
 #[inline(always)]
 unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, bool) {
+    let at = match probe(&leaf.header, k) {
+        Probe::Below => return (0, false),
+        Probe::Above => return (n, false),
+        Probe::At(s, p) => (s, p),
+    };
     // Fast path: count slices below the key without branches; if no slice
     // ties the key's, that count is the answer.
-    let pos = match count_below(&leaf.slices[..n], k.slice) {
+    let pos = match count_below(&leaf.slices[..n], at.0) {
         Ok(pos) => return (pos, false),
         Err(pos) => pos,
     };
     // Every key before `pos` is below `k`. The first tie usually decides
     // (a key of at most 8 bytes that is present); else search the rest.
     // SAFETY: forwarded contract.
-    match unsafe { compare_at(&leaf.slices, &leaf.infos, pos, k) } {
+    match unsafe { compare_at(&leaf.slices, &leaf.infos, pos, at, k) } {
         Cmp::Less => {}
         Cmp::Equal => return (pos, true),
         Cmp::Greater => return (pos, false),
@@ -369,7 +513,7 @@ unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, 
     while lo < hi {
         let mid = (lo + hi) / 2;
         // SAFETY: forwarded contract.
-        match unsafe { compare_at(&leaf.slices, &leaf.infos, mid, k) } {
+        match unsafe { compare_at(&leaf.slices, &leaf.infos, mid, at, k) } {
             Cmp::Less => lo = mid + 1,
             Cmp::Equal => return (mid, true),
             Cmp::Greater => hi = mid,
@@ -433,8 +577,13 @@ fn count_below(slices: &[crate::sync::AtomicU64], slice: u64) -> Result<usize, u
 /// The caller is pinned; `n ≤ INNER_WIDTH`.
 #[inline(always)]
 unsafe fn child_index(inner: &Inner, n: usize, k: &SearchKey<'_>, before: bool) -> usize {
+    let at = match probe(&inner.header, k) {
+        Probe::Below => return 0,
+        Probe::Above => return n,
+        Probe::At(s, p) => (s, p),
+    };
     // Without a tie, "separators ≤ k" and "separators < k" agree.
-    let pos = match count_below(&inner.slices[..n], k.slice) {
+    let pos = match count_below(&inner.slices[..n], at.0) {
         Ok(i) => return i,
         // Every separator before `pos` is below `k`.
         Err(pos) => pos,
@@ -443,7 +592,7 @@ unsafe fn child_index(inner: &Inner, n: usize, k: &SearchKey<'_>, before: bool) 
     while lo < hi {
         let mid = (lo + hi) / 2;
         // SAFETY: forwarded contract.
-        let c = unsafe { compare_at(&inner.slices, &inner.infos, mid, k) };
+        let c = unsafe { compare_at(&inner.slices, &inner.infos, mid, at, k) };
         let right = if before {
             c == Cmp::Less
         } else {
@@ -610,9 +759,7 @@ impl Tree {
                     // Appending past the last separator (a sequential load)?
                     // Then leave the left node full instead of half full.
                     // SAFETY: pinned; locked.
-                    let append = unsafe {
-                        compare_at(&inner.slices, &inner.infos, n - 1, k) != Cmp::Greater
-                    };
+                    let append = unsafe { child_index(inner, n, k, false) } == n;
                     // SAFETY: both locked at the versions we validated.
                     unsafe { self.split_inner(inner, p, append) };
                     h.version.unlock();
@@ -650,7 +797,12 @@ impl Tree {
         let n = inner.count.load(R);
         let m = if append { n - 1 } else { n / 2 };
         let right = Inner::new_locked();
-        let sep = (inner.slices[m].load(R), inner.infos[m].load(R));
+        copy_prefix(&inner.header, &right.header);
+        let (ss, si) = (inner.slices[m].load(R), inner.infos[m].load(R));
+        let mut tmp = [0u8; 8];
+        // SAFETY: a live separator of a locked node (separators are leaf
+        // fences, immortal).
+        let sep_bytes = unsafe { stored_bytes(ss, si, &mut tmp) }.to_vec();
         for i in m + 1..n {
             right.slices[i - m - 1].store(inner.slices[i].load(R), R);
             right.infos[i - m - 1].store(inner.infos[i].load(R), R);
@@ -659,14 +811,25 @@ impl Tree {
             right.children[i - m - 1].store(inner.children[i].load(R), R);
         }
         right.count.store(n - m - 1, R);
+        // The separator moves up: clear its slot, as a leaf clears moved
+        // entries.
+        for i in m..n {
+            inner.slices[i].store(0, R);
+            inner.infos[i].store(0, R);
+        }
         inner.count.store(m, R);
+        // SAFETY: both locked; separators are immortal.
+        unsafe {
+            repack(&inner.header, &inner.slices, &inner.infos, m);
+            repack(&right.header, &right.slices, &right.infos, n - m - 1);
+        }
         let right = Box::into_raw(right);
         // SAFETY: caller holds the locks `attach` needs.
         unsafe {
             self.attach(
                 parent,
                 inner as *const Inner as *mut Header,
-                sep,
+                (si, &sep_bytes),
                 right as *mut Header,
             )
         };
@@ -683,13 +846,15 @@ impl Tree {
         &self,
         parent: Option<&Inner>,
         left: *mut Header,
-        sep: (u64, u64),
+        (sep_info, sep_bytes): (u64, &[u8]),
         right: *mut Header,
     ) {
         match parent {
             Some(p) => {
                 let n = p.count.load(R);
                 debug_assert!(n < INNER_WIDTH);
+                // SAFETY: locked (caller's contract); pinned.
+                let sep = unsafe { fit_prefix(&p.header, &p.slices, &p.infos, n, sep_bytes) };
                 let idx = (0..=n)
                     .find(|&i| p.children[i].load(R) == left)
                     .expect("split node is a child of its locked parent");
@@ -700,18 +865,20 @@ impl Tree {
                 for i in (idx + 1..=n).rev() {
                     p.children[i + 1].store(p.children[i].load(R), R);
                 }
-                p.slices[idx].store(sep.0, R);
-                p.infos[idx].store(sep.1, R);
+                p.slices[idx].store(sep, R);
+                p.infos[idx].store(sep_info, R);
                 p.children[idx + 1].store(right, R);
                 p.count.store(n + 1, R);
             }
             None => {
                 let root = Inner::new_locked();
-                root.slices[0].store(sep.0, R);
-                root.infos[0].store(sep.1, R);
+                root.slices[0].store(word_of(sep_bytes, 0), R);
+                root.infos[0].store(sep_info, R);
                 root.children[0].store(left, R);
                 root.children[1].store(right, R);
                 root.count.store(1, R);
+                // SAFETY: new and locked.
+                unsafe { repack(&root.header, &root.slices, &root.infos, 1) };
                 root.header.version.unlock();
                 // Release: pairs with the Acquire root loads in descents.
                 self.root
@@ -909,7 +1076,9 @@ impl Tree {
             if !l.header.version.try_lock(v) {
                 return None;
             }
-            let (s, info) = make_stored(k.bytes);
+            let (_, info) = make_stored(k.bytes);
+            // SAFETY: locked at `v` (so `n` and `pos` hold); pinned.
+            let s = unsafe { fit_prefix(&l.header, &l.slices, &l.infos, n, k.bytes) };
             leaf_insert_at(l, n, pos, (s, info, value));
             let nv = l.header.version.unlock();
             if CURSOR {
@@ -948,7 +1117,9 @@ impl Tree {
             }
             return None;
         }
-        let (s, info) = make_stored(k.bytes);
+        let (_, info) = make_stored(k.bytes);
+        // SAFETY: locked at `v` (so `n` and `pos` hold); pinned.
+        let s = unsafe { fit_prefix(&l.header, &l.slices, &l.infos, n, k.bytes) };
         // SAFETY: leaf and parent are locked at validated versions, and the
         // parent has room.
         let (right, in_left) = unsafe { self.split_leaf(l, p, pos, (s, info, value), CURSOR) };
@@ -1017,6 +1188,7 @@ impl Tree {
         let sep_bytes = unsafe { stored_bytes(ss, si, &mut tmp) };
         let low = make_stored(sep_bytes);
         let right = Leaf::new(Some(low), true);
+        copy_prefix(&leaf.header, &right.header);
         for i in m..n {
             copy_entry(leaf, i, &right, i - m);
         }
@@ -1033,6 +1205,16 @@ impl Tree {
         } else {
             leaf_insert_at(&right, n - m, pos - m, e);
         }
+        // SAFETY: both locked; pinned.
+        unsafe {
+            repack(&leaf.header, &leaf.slices, &leaf.infos, leaf.count.load(R));
+            repack(
+                &right.header,
+                &right.slices,
+                &right.infos,
+                right.count.load(R),
+            );
+        }
         right.next.store(leaf.next.load(R), R);
         let right = Box::into_raw(right);
         leaf.next.store(right, R);
@@ -1041,7 +1223,7 @@ impl Tree {
             self.attach(
                 parent,
                 leaf as *const Leaf as *mut Header,
-                low,
+                (low.1, sep_bytes),
                 right as *mut Header,
             )
         };
@@ -1427,6 +1609,29 @@ mod shape {
 
     type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
 
+    /// A key stored in node `h` shares its prefix, is longer than it, and
+    /// is stored as its word after the prefix.
+    fn check_prefix(h: &Header, k: &[u8], slice: u64) {
+        let pw = h.pw.load(R) as usize;
+        assert!(pw <= PREFIX_WORDS);
+        assert!(
+            pw == 0 || k.len() > 8 * pw,
+            "key {k:?} not longer than its node's prefix"
+        );
+        for w in 0..pw {
+            assert_eq!(
+                word_of(k, w),
+                h.prefix[w].load(R),
+                "key {k:?} outside its node's prefix"
+            );
+        }
+        assert_eq!(
+            word_of(k, pw),
+            slice,
+            "key {k:?} stored with the wrong slice"
+        );
+    }
+
     fn walk(
         node: *const Header,
         (lo, hi): Bounds,
@@ -1464,6 +1669,7 @@ mod shape {
             let mut prev: Option<Vec<u8>> = None;
             for i in 0..n {
                 let k = bytes_of(l.slices[i].load(R), l.infos[i].load(R));
+                check_prefix(h, &k, l.slices[i].load(R));
                 assert!(in_bounds(&k), "key {k:?} outside its leaf's bounds");
                 assert!(
                     prev.as_ref().is_none_or(|p| &k > p),
@@ -1488,6 +1694,9 @@ mod shape {
         let seps: Vec<Vec<u8>> = (0..n)
             .map(|i| bytes_of(inner.slices[i].load(R), inner.infos[i].load(R)))
             .collect();
+        for (i, k) in seps.iter().enumerate() {
+            check_prefix(h, k, inner.slices[i].load(R));
+        }
         for (i, s) in seps.iter().enumerate() {
             assert!(
                 in_bounds(s) && lo.as_ref() != Some(s),
@@ -1639,6 +1848,92 @@ mod tests {
             )));
         }
         assert_eq!(check(&t).keys.len(), 2 * n as usize);
+    }
+
+    fn ycsb_key(i: u64, len: usize) -> Vec<u8> {
+        let d = i.to_string();
+        let mut k = b"user".to_vec();
+        k.resize(len - d.len(), b'0');
+        k.extend_from_slice(d.as_bytes());
+        k
+    }
+
+    /// The longest prefix, in words, of any node of a quiescent tree.
+    fn widest_prefix(t: &Tree) -> usize {
+        fn walk(p: *const Header) -> usize {
+            // SAFETY: a live node of a quiescent tree.
+            let h = unsafe { hdr(p) };
+            let own = h.pw.load(R) as usize;
+            if h.is_leaf {
+                return own;
+            }
+            // SAFETY: an inner node.
+            let inner = unsafe { &*(p as *const Inner) };
+            (0..=inner.count.load(R))
+                .map(|i| walk(inner.children[i].load(R)))
+                .fold(own, usize::max)
+        }
+        walk(t.root.load(R))
+    }
+
+    /// YCSB's keys (`user` and zero-padded digits: every key shares its
+    /// first 8 bytes and more), loaded in order by a cursor and at random
+    /// by inserts, then thinned out and refilled with keys that break the
+    /// prefixes: the nodes take prefixes (so their slices tell the keys
+    /// apart), and shrink them when a key that does not share them comes.
+    #[test]
+    fn long_shared_prefixes() {
+        let mut rng = seed("long_shared_prefixes");
+        for len in [24usize, 64] {
+            // SAFETY: only LeakGuards on these trees.
+            let mut g = unsafe { LeakGuard::new() };
+            let sorted = Tree::new();
+            let mut c = sorted.cursor();
+            for i in 0..5_000u64 {
+                assert!(inserted(c.insert(&ycsb_key(i, len), i, &mut g)));
+            }
+            check(&sorted);
+            let want_pw = if len == 24 { 2 } else { PREFIX_WORDS };
+            assert_eq!(widest_prefix(&sorted), want_pw, "{len}-byte keys");
+            let t = Tree::new();
+            let mut model = std::collections::BTreeMap::new();
+            for _ in 0..5_000 {
+                let i = next(&mut rng) % 20_000;
+                let k = ycsb_key(i, len);
+                let fresh = !model.contains_key(&k);
+                assert_eq!(inserted(t.insert(&k, i, &mut g)), fresh);
+                model.insert(k, i);
+            }
+            check(&t);
+            assert!(widest_prefix(&t) > 0);
+            let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+            for k in keys.iter().step_by(3) {
+                assert!(t.remove(k, &mut g).is_some());
+                model.remove(k);
+            }
+            // Keys that share less: other digits, shorter, a prefix of the
+            // others, a word's worth of them exactly.
+            let mut odd = vec![b"user".to_vec(), b"user0000".to_vec(), b"usez".to_vec()];
+            for i in 0..300u64 {
+                let mut k = ycsb_key(next(&mut rng) % 20_000, len);
+                let at = 4 + (i as usize % (len - 4));
+                k[at] = b"19a\0"[(i % 4) as usize];
+                k.truncate(len - (i as usize % 9));
+                odd.push(k);
+            }
+            odd.push(ycsb_key(0, len)[..16].to_vec());
+            for (j, k) in odd.into_iter().enumerate() {
+                let fresh = !model.contains_key(&k);
+                assert_eq!(inserted(t.insert(&k, j as u64, &mut g)), fresh);
+                model.entry(k).or_insert(j as u64);
+            }
+            let got = check(&t).keys;
+            let want: Vec<_> = model.into_iter().collect();
+            assert!(
+                got == want,
+                "{len}-byte keys: the tree differs from the model"
+            );
+        }
     }
 
     /// A checkpoint loaded by one thread: blocks of consecutive keys dealt
@@ -2117,6 +2412,49 @@ mod loom_tests {
             other.join().unwrap();
             let s = check(&t);
             assert_eq!(s.keys.len(), n as usize + 4);
+        });
+    }
+
+    /// A reader looks up keys in a leaf whose prefix an insert shrinks
+    /// (re-encoding every slice under the lock): it must find the key that
+    /// is there and not the one that is not, whatever mix of old and new
+    /// slices it reads before validating.
+    #[test]
+    fn lookup_races_a_prefix_shrink() {
+        fn long(i: u64) -> Vec<u8> {
+            format!("user{i:020}").into_bytes()
+        }
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(1);
+        b.max_branches = 100_000;
+        b.check(|| {
+            let t = Arc::new(Tree::new());
+            // SAFETY: only LeakGuards on this tree.
+            let mut g = unsafe { LeakGuard::new() };
+            // A full leaf of 24-byte keys and one more: the split gives
+            // both halves a prefix of two words.
+            for i in 1..=LEAF_WIDTH as u64 + 1 {
+                assert!(matches!(
+                    t.insert(&long(10 * i), i, &mut g),
+                    Insert::Inserted(_)
+                ));
+            }
+            let writer = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    // SAFETY: only LeakGuards on this tree.
+                    let mut g = unsafe { LeakGuard::new() };
+                    // Shares no whole word with the left leaf's prefix.
+                    assert!(matches!(t.insert(b"user", 0, &mut g), Insert::Inserted(_)));
+                })
+            };
+            // SAFETY: only LeakGuards on this tree.
+            let g2 = unsafe { LeakGuard::new() };
+            assert_eq!(t.get(&long(30), &g2).value, Some(3));
+            assert_eq!(t.get(&long(35), &g2).value, None);
+            writer.join().unwrap();
+            let s = check(&t);
+            assert_eq!(s.keys.len(), LEAF_WIDTH + 2);
         });
     }
 

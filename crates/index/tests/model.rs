@@ -17,11 +17,26 @@ enum Op {
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
     // Short keys collide often; long ones exercise the heap-key path; a
-    // shared prefix exercises equal slices.
+    // shared prefix exercises equal slices; long shared prefixes (YCSB's
+    // `user000…`, some as long as a node's prefix can be, some longer, some
+    // ending where a word does, some differing in the middle) exercise the
+    // node prefixes, which grow on splits and shrink when a key that does
+    // not share them arrives.
     prop_oneof![
-        proptest::collection::vec(0u8..4, 0..4),
-        proptest::collection::vec(any::<u8>(), 0..12),
-        proptest::collection::vec(0u8..3, 6..20),
+        1 => proptest::collection::vec(0u8..4, 0..4),
+        1 => proptest::collection::vec(any::<u8>(), 0..12),
+        1 => proptest::collection::vec(0u8..3, 6..20),
+        3 => (0usize..6, 0u8..4, proptest::collection::vec(0u8..3, 0..10)).prop_map(
+            |(l, mid, tail)| {
+                let len = [8, 16, 19, 24, 40, 47][l];
+                let mut k: Vec<u8> = (0..len).map(|i| b"user0000"[i % 8]).collect();
+                if mid == 3 && len > 12 {
+                    k[12] = b'1';
+                }
+                k.extend(tail);
+                k
+            }
+        ),
     ]
 }
 
