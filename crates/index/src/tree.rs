@@ -756,12 +756,10 @@ impl Tree {
                         }
                         continue 'restart;
                     }
-                    // Appending past the last separator (a sequential load)?
-                    // Then leave the left node full instead of half full.
                     // SAFETY: pinned; locked.
-                    let append = unsafe { child_index(inner, n, k, false) } == n;
+                    let at = unsafe { child_index(inner, n, k, false) };
                     // SAFETY: both locked at the versions we validated.
-                    unsafe { self.split_inner(inner, p, append) };
+                    unsafe { self.split_inner(inner, p, at) };
                     h.version.unlock();
                     if let Some(p) = p {
                         p.header.version.unlock();
@@ -788,14 +786,22 @@ impl Tree {
         }
     }
 
-    /// Split a full, locked inner node; `parent` (locked, not full) or a new
-    /// root receives the middle key.
+    /// Split a full, locked inner node at child `at` (where the key being
+    /// inserted goes); `parent` (locked, not full) or a new root receives
+    /// the separator between the halves.
     ///
     /// # Safety
     /// `inner` and `parent` are locked by the caller.
-    unsafe fn split_inner(&self, inner: &Inner, parent: Option<&Inner>, append: bool) {
+    unsafe fn split_inner(&self, inner: &Inner, parent: Option<&Inner>, at: usize) {
         let n = inner.count.load(R);
-        let m = if append { n - 1 } else { n / 2 };
+        // Split where the key goes: its child ends the left node. A run
+        // of ascending keys — a sequential load, one loader thread's range
+        // below another's, TPC-C's orders of one district — then keeps
+        // adding separators at the left node's end and fills it, where a
+        // split in the middle would leave half-full nodes behind it for
+        // good (a taller tree: BENCHMARKS.md, issue 22). Past the last
+        // separator this is the append split (the left node stays full).
+        let m = at.min(n - 1);
         let right = Inner::new_locked();
         copy_prefix(&inner.header, &right.header);
         let (ss, si) = (inner.slices[m].load(R), inner.infos[m].load(R));
