@@ -147,12 +147,18 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// YCSB's own form, `user` and the number in decimal zero-padded to `len`
 /// bytes (so every key shares its first 8 bytes, `user0000`, as YCSB's do;
 /// the padding keeps byte order equal to numeric order).
+#[inline(always)]
 pub fn key_bytes(k: u64, len: usize, out: &mut Vec<u8>) {
     out.clear();
     if len == 8 {
         out.extend_from_slice(&k.to_be_bytes());
-        return;
+    } else {
+        decimal_key(k, len, out);
     }
+}
+
+#[inline(never)]
+fn decimal_key(k: u64, len: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(b"user");
     let mut digits = [0u8; 20];
     let mut i = digits.len();
