@@ -2,12 +2,8 @@
 //! an atomic; on x86 a Relaxed atomic load or store is a plain `mov`, so
 //! optimistic reads cost what they would in C++ while staying defined.
 
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use crate::version::NodeVersion;
-#[cfg(loom)]
-use loom::sync::atomic::AtomicU8;
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicU8;
 
 /// Keys per leaf. A leaf is 96 + 24·W bytes: 384 bytes at W = 12, six
 /// cache lines; a point lookup touches the header, the slice array (96
@@ -16,9 +12,31 @@ pub(crate) const LEAF_WIDTH: usize = 12;
 /// Separator keys per inner node (children = keys + 1).
 pub(crate) const INNER_WIDTH: usize = 12;
 
-/// Words of key prefix a node can hold (the key module's docs): 40 bytes,
-/// the room a leaf had left in its sixth cache line.
-pub(crate) const PREFIX_WORDS: usize = 5;
+/// Words of key prefix a node can hold (the key module's docs): 56 bytes,
+/// which fit in a leaf's six cache lines once its entry count sits in the
+/// header's padding and its fence needs no `Option` tag. YCSB's 64-byte
+/// keys share 58 bytes.
+pub(crate) const PREFIX_WORDS: usize = 7;
+
+/// A node's entry count (at most 13), in one byte of the header's padding.
+pub(crate) struct Count(AtomicU8);
+
+impl Count {
+    fn new() -> Count {
+        Count(AtomicU8::new(0))
+    }
+
+    #[inline(always)]
+    pub fn load(&self, o: Ordering) -> usize {
+        self.0.load(o) as usize
+    }
+
+    #[inline(always)]
+    pub fn store(&self, n: usize, o: Ordering) {
+        debug_assert!(n <= u8::MAX as usize);
+        self.0.store(n as u8, o)
+    }
+}
 
 /// Common prefix of both node kinds; child pointers point at it.
 #[repr(C)]
@@ -30,6 +48,8 @@ pub(crate) struct Header {
     /// [`PREFIX_WORDS`]); its slices are each key's word `pw`. Changed
     /// only under the node's lock, with its version.
     pub pw: AtomicU8,
+    /// Entries (leaf) or separators (inner node) in use.
+    pub count: Count,
     /// The prefix's words, `prefix[..pw]`.
     pub prefix: [AtomicU64; PREFIX_WORDS],
 }
@@ -40,6 +60,7 @@ impl Header {
             version,
             is_leaf,
             pw: AtomicU8::new(0),
+            count: Count::new(),
             prefix: zeros(),
         }
     }
@@ -48,14 +69,14 @@ impl Header {
 #[repr(C, align(64))]
 pub(crate) struct Leaf {
     pub header: Header,
-    pub count: AtomicUsize,
     /// Right sibling. Leaves split to the right and are never merged, so
     /// following `next` never skips a key that a validated read of this
     /// leaf did not already contain.
     pub next: AtomicPtr<Leaf>,
-    /// The leaf's lower fence key (slice, info), immutable; `None` for the
+    /// The leaf's lower fence key (slice, info), immutable; [`NO_FENCE`]
+    /// for the leftmost leaf (read it through [`Leaf::low`]).
     /// leftmost leaf. A leaf's range only ever shrinks from the right.
-    pub low: Option<(u64, u64)>,
+    low: (u64, u64),
     // Slices and values first: a lookup of a short key never touches
     // `infos` unless two slices tie.
     pub slices: [AtomicU64; LEAF_WIDTH],
@@ -66,7 +87,6 @@ pub(crate) struct Leaf {
 #[repr(C, align(64))]
 pub(crate) struct Inner {
     pub header: Header,
-    pub count: AtomicUsize,
     /// Separators borrow their bytes from the lower fence of the leaf that
     /// was split off when they were made: immortal while the tree lives.
     pub slices: [AtomicU64; INNER_WIDTH],
@@ -103,7 +123,17 @@ fn zeros<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
 }
 
+/// The leftmost leaf's fence: an info word no key has (a key box's address
+/// is 8-aligned, so its low bits are never all ones).
+const NO_FENCE: (u64, u64) = (0, u64::MAX);
+
 impl Leaf {
+    /// The lower fence key (slice, info); `None` for the leftmost leaf.
+    #[inline]
+    pub fn low(&self) -> Option<(u64, u64)> {
+        (self.low != NO_FENCE).then_some(self.low)
+    }
+
     pub fn new(low: Option<(u64, u64)>, locked: bool) -> Box<Leaf> {
         Box::new(Leaf {
             header: Header::new(
@@ -114,9 +144,8 @@ impl Leaf {
                 },
                 true,
             ),
-            count: AtomicUsize::new(0),
             next: AtomicPtr::new(std::ptr::null_mut()),
-            low,
+            low: low.unwrap_or(NO_FENCE),
             slices: zeros(),
             infos: zeros(),
             values: zeros(),
@@ -128,7 +157,6 @@ impl Inner {
     pub fn new_locked() -> Box<Inner> {
         Box::new(Inner {
             header: Header::new(NodeVersion::new_locked(), false),
-            count: AtomicUsize::new(0),
             slices: zeros(),
             infos: zeros(),
             children: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),

@@ -220,7 +220,7 @@ enum Covers {
 /// The caller is pinned.
 #[inline]
 unsafe fn covers(l: &Leaf, v: u64, k: &SearchKey<'_>) -> Covers {
-    if let Some((s, i)) = l.low {
+    if let Some((s, i)) = l.low() {
         // SAFETY: fences live as long as the tree.
         if unsafe { compare(s, i, k) } == Cmp::Greater {
             return Covers::No;
@@ -237,7 +237,7 @@ unsafe fn covers(l: &Leaf, v: u64, k: &SearchKey<'_>) -> Covers {
     };
     // SAFETY: a validated sibling pointer; leaves are never freed.
     let (s, i) = unsafe { next.as_ref() }
-        .low
+        .low()
         .expect("a right sibling has a low fence");
     // SAFETY: fences live as long as the tree.
     match unsafe { compare(s, i, k) } {
@@ -630,7 +630,7 @@ fn leaf_insert_at(leaf: &Leaf, n: usize, pos: usize, e: (u64, u64, u64)) {
     leaf.slices[pos].store(e.0, R);
     leaf.infos[pos].store(e.1, R);
     leaf.values[pos].store(e.2, R);
-    leaf.count.store(n + 1, R);
+    leaf.header.count.store(n + 1, R);
 }
 
 /// Look `k` up in leaf `l`, which covers it at version `v`: the lookup,
@@ -640,7 +640,7 @@ fn leaf_insert_at(leaf: &Leaf, n: usize, pos: usize, e: (u64, u64, u64)) {
 /// The caller is pinned.
 #[inline(always)]
 unsafe fn lookup_in(l: &Leaf, v: u64, k: &SearchKey<'_>) -> Option<Lookup> {
-    let n = l.count.load(R).min(LEAF_WIDTH);
+    let n = l.header.count.load(R).min(LEAF_WIDTH);
     // SAFETY: pinned (caller's contract); `n` clamped.
     let (pos, found) = unsafe { leaf_lower_bound(l, n, k) };
     let value = if found { l.values[pos].load(R) } else { 0 };
@@ -692,7 +692,7 @@ impl Tree {
                 }
                 // SAFETY: `is_leaf` is false, so this is an Inner.
                 let inner = unsafe { &*(node as *const Inner) };
-                let n = inner.count.load(R).min(INNER_WIDTH);
+                let n = inner.header.count.load(R).min(INNER_WIDTH);
                 let idx = match t {
                     // SAFETY: pinned by the caller's guard.
                     Target::At(k) => unsafe { child_index(inner, n, &k, false) },
@@ -741,7 +741,7 @@ impl Tree {
                 }
                 // SAFETY: not a leaf.
                 let inner = unsafe { &*(node as *const Inner) };
-                let n = inner.count.load(R).min(INNER_WIDTH);
+                let n = inner.header.count.load(R).min(INNER_WIDTH);
                 if n == INNER_WIDTH {
                     // SAFETY: parent (if any) is live.
                     let p = unsafe { parent.as_ref() };
@@ -793,7 +793,7 @@ impl Tree {
     /// # Safety
     /// `inner` and `parent` are locked by the caller.
     unsafe fn split_inner(&self, inner: &Inner, parent: Option<&Inner>, at: usize) {
-        let n = inner.count.load(R);
+        let n = inner.header.count.load(R);
         // Split where the key goes: its child ends the left node. A run
         // of ascending keys — a sequential load, one loader thread's range
         // below another's, TPC-C's orders of one district — then keeps
@@ -816,14 +816,14 @@ impl Tree {
         for i in m + 1..=n {
             right.children[i - m - 1].store(inner.children[i].load(R), R);
         }
-        right.count.store(n - m - 1, R);
+        right.header.count.store(n - m - 1, R);
         // The separator moves up: clear its slot, as a leaf clears moved
         // entries.
         for i in m..n {
             inner.slices[i].store(0, R);
             inner.infos[i].store(0, R);
         }
-        inner.count.store(m, R);
+        inner.header.count.store(m, R);
         // SAFETY: both locked; separators are immortal.
         unsafe {
             repack(&inner.header, &inner.slices, &inner.infos, m);
@@ -857,7 +857,7 @@ impl Tree {
     ) {
         match parent {
             Some(p) => {
-                let n = p.count.load(R);
+                let n = p.header.count.load(R);
                 debug_assert!(n < INNER_WIDTH);
                 // SAFETY: locked (caller's contract); pinned.
                 let sep = unsafe { fit_prefix(&p.header, &p.slices, &p.infos, n, sep_bytes) };
@@ -874,7 +874,7 @@ impl Tree {
                 p.slices[idx].store(sep, R);
                 p.infos[idx].store(sep_info, R);
                 p.children[idx + 1].store(right, R);
-                p.count.store(n + 1, R);
+                p.header.count.store(n + 1, R);
             }
             None => {
                 let root = Inner::new_locked();
@@ -882,7 +882,7 @@ impl Tree {
                 root.infos[0].store(sep_info, R);
                 root.children[0].store(left, R);
                 root.children[1].store(right, R);
-                root.count.store(1, R);
+                root.header.count.store(1, R);
                 // SAFETY: new and locked.
                 unsafe { repack(&root.header, &root.slices, &root.infos, 1) };
                 root.header.version.unlock();
@@ -1054,7 +1054,7 @@ impl Tree {
             Parent::Root => Parent::Unknown,
             p => p,
         };
-        let n = l.count.load(R).min(LEAF_WIDTH);
+        let n = l.header.count.load(R).min(LEAF_WIDTH);
         // SAFETY: pinned (caller's contract).
         let (pos, found) = unsafe { leaf_lower_bound(l, n, k) };
         if found {
@@ -1109,7 +1109,7 @@ impl Tree {
                 }
                 // A parent met on a descent has room (full inner nodes are
                 // split on the way down); one a cursor kept may have filled.
-                if p.count.load(R) >= INNER_WIDTH {
+                if p.header.count.load(R) >= INNER_WIDTH {
                     p.header.version.unlock_unchanged();
                     return None;
                 }
@@ -1198,14 +1198,14 @@ impl Tree {
         for i in m..n {
             copy_entry(leaf, i, &right, i - m);
         }
-        right.count.store(n - m, R);
+        right.header.count.store(n - m, R);
         // Clear moved slots: a stale key pointer left here could later be
         // freed through the right leaf while optimistic readers of this one
         // still load it.
         for i in m..n {
             clear_entry(leaf, i);
         }
-        leaf.count.store(m, R);
+        leaf.header.count.store(m, R);
         if in_left {
             leaf_insert_at(leaf, m, pos, e);
         } else {
@@ -1213,12 +1213,17 @@ impl Tree {
         }
         // SAFETY: both locked; pinned.
         unsafe {
-            repack(&leaf.header, &leaf.slices, &leaf.infos, leaf.count.load(R));
+            repack(
+                &leaf.header,
+                &leaf.slices,
+                &leaf.infos,
+                leaf.header.count.load(R),
+            );
             repack(
                 &right.header,
                 &right.slices,
                 &right.infos,
-                right.count.load(R),
+                right.header.count.load(R),
             );
         }
         right.next.store(leaf.next.load(R), R);
@@ -1244,7 +1249,7 @@ impl Tree {
             let (leaf, v) = self.find_leaf(Target::At(*k), g);
             // SAFETY: live leaf.
             let l = unsafe { &*leaf };
-            let n = l.count.load(R).min(LEAF_WIDTH);
+            let n = l.header.count.load(R).min(LEAF_WIDTH);
             // SAFETY: pinned by the caller's guard.
             let (pos, found) = unsafe { leaf_lower_bound(l, n, k) };
             if l.header.version.has_changed(v) {
@@ -1301,7 +1306,7 @@ impl Tree {
             copy_entry(l, i, l, i - 1);
         }
         clear_entry(l, n - 1);
-        l.count.store(n - 1, R);
+        l.header.count.store(n - 1, R);
         let nv = l.header.version.unlock();
         if let Some(r) = Retired::new(info) {
             g.retire(r);
@@ -1356,7 +1361,7 @@ impl Tree {
         loop {
             // SAFETY: live leaf.
             let l = unsafe { &*leaf };
-            let n = l.count.load(R).min(LEAF_WIDTH);
+            let n = l.header.count.load(R).min(LEAF_WIDTH);
             for (i, e) in ents.iter_mut().enumerate().take(n) {
                 *e = (l.slices[i].load(R), l.infos[i].load(R), l.values[i].load(R));
             }
@@ -1445,7 +1450,7 @@ impl Tree {
         loop {
             // SAFETY: live leaf.
             let l = unsafe { &*leaf };
-            let n = l.count.load(R).min(LEAF_WIDTH);
+            let n = l.header.count.load(R).min(LEAF_WIDTH);
             for (i, e) in ents.iter_mut().enumerate().take(n) {
                 *e = (l.slices[i].load(R), l.infos[i].load(R), l.values[i].load(R));
             }
@@ -1478,7 +1483,7 @@ impl Tree {
                 }
                 upper = Some((s, info));
             }
-            let Some(low) = l.low else { return };
+            let Some(low) = l.low() else { return };
             let mut t = [0u8; 8];
             // SAFETY: fences live as long as the tree.
             if below_lo(unsafe { stored_bytes(low.0, low.1, &mut t) }, lo) {
@@ -1501,7 +1506,7 @@ impl Tree {
             let mut leaf = node as *const Leaf;
             while !leaf.is_null() {
                 let l = &*leaf;
-                for i in 0..l.count.load(R) {
+                for i in 0..l.header.count.load(R) {
                     f(l.values[i].load(R));
                 }
                 leaf = l.next.load(R);
@@ -1533,15 +1538,15 @@ unsafe fn free_node(p: *mut Header) {
     unsafe {
         if (*p).is_leaf {
             let leaf = Box::from_raw(p as *mut Leaf);
-            for i in 0..leaf.count.load(R) {
+            for i in 0..leaf.header.count.load(R) {
                 crate::key::free_stored(leaf.infos[i].load(R));
             }
-            if let Some((_, info)) = leaf.low {
+            if let Some((_, info)) = leaf.low() {
                 crate::key::free_stored(info);
             }
         } else {
             let inner = Box::from_raw(p as *mut Inner);
-            for i in 0..=inner.count.load(R) {
+            for i in 0..=inner.header.count.load(R) {
                 free_node(inner.children[i].load(R));
             }
         }
@@ -1656,16 +1661,16 @@ mod shape {
             assert_eq!(*depth.get_or_insert(d), d, "leaves at different depths");
             // SAFETY: a leaf.
             let l = unsafe { &*(node as *const Leaf) };
-            let n = l.count.load(R);
+            let n = l.header.count.load(R);
             assert!(n <= LEAF_WIDTH);
             assert!(
-                l.low.map(|(s, i)| bytes_of(s, i)) == lo,
+                l.low().map(|(s, i)| bytes_of(s, i)) == lo,
                 "leaf fence is not its lower bound"
             );
             let next = l.next.load(R);
             let next_low = (!next.is_null()).then(|| {
                 // SAFETY: live leaf.
-                let (s, i) = unsafe { &*next }.low.expect("sibling fence");
+                let (s, i) = unsafe { &*next }.low().expect("sibling fence");
                 bytes_of(s, i)
             });
             assert!(
@@ -1693,7 +1698,7 @@ mod shape {
         }
         // SAFETY: an inner node.
         let inner = unsafe { &*(node as *const Inner) };
-        let n = inner.count.load(R);
+        let n = inner.header.count.load(R);
         // An append split leaves the right inner node one child and no
         // separator.
         assert!(n <= INNER_WIDTH);
@@ -1875,7 +1880,7 @@ mod tests {
             }
             // SAFETY: an inner node.
             let inner = unsafe { &*(p as *const Inner) };
-            (0..=inner.count.load(R))
+            (0..=inner.header.count.load(R))
                 .map(|i| walk(inner.children[i].load(R)))
                 .fold(own, usize::max)
         }

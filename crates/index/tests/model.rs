@@ -26,9 +26,9 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
         1 => proptest::collection::vec(0u8..4, 0..4),
         1 => proptest::collection::vec(any::<u8>(), 0..12),
         1 => proptest::collection::vec(0u8..3, 6..20),
-        3 => (0usize..6, 0u8..4, proptest::collection::vec(0u8..3, 0..10)).prop_map(
+        3 => (0usize..8, 0u8..4, proptest::collection::vec(0u8..3, 0..10)).prop_map(
             |(l, mid, tail)| {
-                let len = [8, 16, 19, 24, 40, 47][l];
+                let len = [8, 16, 19, 24, 40, 47, 56, 61][l];
                 let mut k: Vec<u8> = (0..len).map(|i| b"user0000"[i % 8]).collect();
                 if mid == 3 && len > 12 {
                     k[12] = b'1';
