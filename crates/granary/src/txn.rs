@@ -170,6 +170,17 @@ impl SlotIndex {
     }
 }
 
+/// Key equality with the common 8-byte case as one integer compare (a
+/// slice `==` of unknown length calls `memcmp`: 1.2% of an in-cache YCSB
+/// transaction's instructions, issue 22).
+#[inline(always)]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    match (<&[u8; 8]>::try_from(a), <&[u8; 8]>::try_from(b)) {
+        (Ok(x), Ok(y)) => u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y),
+        _ => a == b,
+    }
+}
+
 #[derive(Clone, Copy)]
 struct NodeEntry {
     leaf: LeafRef,
@@ -218,7 +229,7 @@ impl TxState {
 
     fn last_found(&self, t: TableId, key: &[u8]) -> Option<*const Record> {
         match self.last {
-            Some((lt, p)) if lt == t && self.last_key == key => Some(p),
+            Some((lt, p)) if lt == t && same_key(&self.last_key, key) => Some(p),
             _ => None,
         }
     }
@@ -263,7 +274,7 @@ impl TxState {
         let h = key_hash(t, key);
         self.by_key.find(h, |j| {
             let w = &self.write_set[j];
-            w.hash == h && w.table == t && self.bytes(w.key) == key
+            w.hash == h && w.table == t && same_key(self.bytes(w.key), key)
         })
     }
 
