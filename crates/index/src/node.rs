@@ -18,7 +18,7 @@ pub(crate) const INNER_WIDTH: usize = 12;
 /// keys share 58 bytes.
 pub(crate) const PREFIX_WORDS: usize = 7;
 
-/// A node's entry count (at most 13), in one byte of the header's padding.
+/// A node's entry count (at most 12), in one byte of the header's padding.
 pub(crate) struct Count(AtomicU8);
 
 impl Count {
