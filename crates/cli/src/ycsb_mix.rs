@@ -52,8 +52,8 @@ pub struct YcsbMixArgs {
     pub placement: PlacementArg,
     /// Bytes per key: 8 is the key's number as 8 big-endian bytes; any
     /// other length is YCSB's own form, `user` and the number zero-padded
-    /// to that many bytes (all keys then share their first 8 bytes), up to
-    /// 256.
+    /// to that many bytes (24 gives YCSB's keys, which share their first
+    /// 8 bytes and more), up to 256.
     #[arg(long, default_value_t = 8)]
     pub key_bytes: usize,
     /// Each operation is a read with this probability (percent).

@@ -145,7 +145,7 @@ pub const MAX_KEY_BYTES: usize = 256;
 
 /// Key number `k` as the key's bytes: 8 bytes big-endian at `len` 8, else
 /// YCSB's own form, `user` and the number in decimal zero-padded to `len`
-/// bytes (so every key shares its first 8 bytes, `user0000`, as YCSB's do;
+/// bytes (with room to spare, every key starts `user0000` as YCSB's do;
 /// the padding keeps byte order equal to numeric order).
 #[inline(always)]
 pub fn key_bytes(k: u64, len: usize, out: &mut Vec<u8>) {
