@@ -443,9 +443,10 @@ unsafe fn repack(
         pw -= 1;
     }
     if pw != h.pw.load(R) as usize {
-        let first = first.to_vec();
+        // `first` is a copy in `t0` or an immutable heap copy: re-encoding
+        // the slices does not touch it.
         // SAFETY: forwarded contract.
-        unsafe { set_prefix(h, slices, infos, n, pw, &first) };
+        unsafe { set_prefix(h, slices, infos, n, pw, first) };
     }
 }
 
@@ -473,6 +474,19 @@ unsafe fn set_prefix(
         word.store(if w < pw { word_of(model, w) } else { 0 }, R);
     }
     h.pw.store(pw as u8, R);
+}
+
+/// The (slice, info) words of a new key for locked leaf `l` of `n`
+/// entries: its heap copy (if long), and its slice in the leaf's encoding,
+/// the leaf's prefix shrunk first if the key does not share it.
+///
+/// # Safety
+/// As for [`fit_prefix`].
+unsafe fn stored_in(l: &Leaf, n: usize, k: &SearchKey<'_>) -> (u64, u64) {
+    let (_, info) = make_stored(k.bytes);
+    // SAFETY: forwarded contract.
+    let s = unsafe { fit_prefix(&l.header, &l.slices, &l.infos, n, k.bytes) };
+    (s, info)
 }
 
 /// Give a new (locked, unpublished) node `to` the prefix of `from`, whose
@@ -808,7 +822,7 @@ impl Tree {
         let mut tmp = [0u8; 8];
         // SAFETY: a live separator of a locked node (separators are leaf
         // fences, immortal).
-        let sep_bytes = unsafe { stored_bytes(ss, si, &mut tmp) }.to_vec();
+        let sep_bytes = unsafe { stored_bytes(ss, si, &mut tmp) };
         for i in m + 1..n {
             right.slices[i - m - 1].store(inner.slices[i].load(R), R);
             right.infos[i - m - 1].store(inner.infos[i].load(R), R);
@@ -835,7 +849,7 @@ impl Tree {
             self.attach(
                 parent,
                 inner as *const Inner as *mut Header,
-                (si, &sep_bytes),
+                (si, sep_bytes),
                 right as *mut Header,
             )
         };
@@ -1082,9 +1096,8 @@ impl Tree {
             if !l.header.version.try_lock(v) {
                 return None;
             }
-            let (_, info) = make_stored(k.bytes);
             // SAFETY: locked at `v` (so `n` and `pos` hold); pinned.
-            let s = unsafe { fit_prefix(&l.header, &l.slices, &l.infos, n, k.bytes) };
+            let (s, info) = unsafe { stored_in(l, n, k) };
             leaf_insert_at(l, n, pos, (s, info, value));
             let nv = l.header.version.unlock();
             if CURSOR {
@@ -1123,9 +1136,8 @@ impl Tree {
             }
             return None;
         }
-        let (_, info) = make_stored(k.bytes);
         // SAFETY: locked at `v` (so `n` and `pos` hold); pinned.
-        let s = unsafe { fit_prefix(&l.header, &l.slices, &l.infos, n, k.bytes) };
+        let (s, info) = unsafe { stored_in(l, n, k) };
         // SAFETY: leaf and parent are locked at validated versions, and the
         // parent has room.
         let (right, in_left) = unsafe { self.split_leaf(l, p, pos, (s, info, value), CURSOR) };
