@@ -351,38 +351,64 @@ type LogScan = (Vec<LogFileInfo>, Option<u64>, Vec<Problem>);
 pub(crate) fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<LogScan, Error> {
     let io = |what: &str, p: &Path, e: std::io::Error| Error::storage(what, p, e);
     let (dir, pepoch, voids) = (&meta.dir, &meta.pepoch, &meta.voids);
-    let mut logs = Vec::new();
-    let mut stale_max = None;
-    let mut problems = Vec::new();
-    for (i, &(g, n)) in pepoch.positions.iter().enumerate() {
-        let low = pepoch.low(i);
-        let ldir = format::logger_dir(dir, i);
-        let mut files = Vec::new();
-        match fs::read_dir(&ldir) {
-            Ok(entries) => {
-                for ent in entries {
-                    let ent = ent.map_err(|e| io("list", &ldir, e))?;
-                    let name = ent.file_name().to_string_lossy().into_owned();
-                    if name == CURRENT_LOG || format::parse_old_log_name(&name).is_some() {
-                        files.push(ent.path());
+    // Each logger's files, sorted (or the error listing them).
+    let listed: Vec<Result<Vec<PathBuf>, Error>> = (0..pepoch.positions.len())
+        .map(|i| {
+            let ldir = format::logger_dir(dir, i);
+            let mut files = Vec::new();
+            match fs::read_dir(&ldir) {
+                Ok(entries) => {
+                    for ent in entries {
+                        let ent = ent.map_err(|e| io("list", &ldir, e))?;
+                        let name = ent.file_name().to_string_lossy().into_owned();
+                        if name == CURRENT_LOG || format::parse_old_log_name(&name).is_some() {
+                            files.push(ent.path());
+                        }
                     }
                 }
+                // Every file in it is gone: the generations below say which
+                // mattered.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("list", &ldir, e)),
             }
-            // Every file in it is gone: the generations below say which
-            // mattered.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("list", &ldir, e)),
-        }
-        files.sort();
+            files.sort();
+            Ok(files)
+        })
+        .collect();
+    // Scan the files on a few threads at once: the scan waits on the disk
+    // for one block header after another, so files scanned side by side
+    // overlap their waits (a directory without a checkpoint has nothing
+    // else to overlap them with).
+    let jobs: Vec<(usize, &Path)> = listed
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.iter().flatten().map(move |p| (i, p.as_path())))
+        .collect();
+    let scanned = parallel_map(jobs.len(), SCAN_THREADS, |j| {
+        let (i, path) = jobs[j];
+        let at = Place {
+            logger: i,
+            durable: pepoch.positions[i],
+            low: pepoch.low(i),
+            ep: pepoch.epoch,
+        };
+        let mut stale = None;
+        let mut found = Vec::new();
+        let info = scan_log_file(path, &at, voids, &mut stale, bodies, &mut found)?;
+        Ok((info, stale, found))
+    });
+    let mut scanned = scanned.into_iter();
+    let mut logs = Vec::new();
+    let mut stale_max: Option<u64> = None;
+    let mut problems = Vec::new();
+    for (i, (&(g, n), files)) in pepoch.positions.iter().zip(listed).enumerate() {
+        let low = pepoch.low(i);
+        let ldir = format::logger_dir(dir, i);
         let mut gens = std::collections::HashSet::new();
-        for path in files {
-            let at = Place {
-                logger: i,
-                durable: (g, n),
-                low,
-                ep: pepoch.epoch,
-            };
-            let info = scan_log_file(&path, &at, voids, &mut stale_max, bodies, &mut problems)?;
+        for path in files? {
+            let (info, stale, found) = scanned.next().expect("one result a file")?;
+            stale_max = stale_max.max(stale);
+            problems.extend(found);
             if let Some(gen) = info.generation {
                 if !gens.insert(gen) {
                     return Err(corrupt(
@@ -428,6 +454,39 @@ pub(crate) fn scan_logs(meta: &DirInfo, bodies: bool) -> Result<LogScan, Error> 
         }
     }
     Ok((logs, stale_max, problems))
+}
+
+/// Log files scanned at once.
+const SCAN_THREADS: usize = 4;
+
+/// `f(0..n)` on up to `threads` threads, results in order.
+fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    if n <= 1 || threads <= 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<(usize, T)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(n))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if j >= n {
+                            return mine;
+                        }
+                        mine.push((j, f(j)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    out.sort_by_key(|&(j, _)| j);
+    out.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Where a log file sits: its logger, the logger's durable position
@@ -729,12 +788,7 @@ impl DirInfo {
     /// epoch first (SiloR §5.2: most keys' final versions then arrive
     /// first, and older ones are skipped without being copied).
     pub(crate) fn replay_blocks(&self) -> Vec<(usize, u64, BlockHeader)> {
-        self.replay_blocks_of(&self.logs)
-    }
-
-    /// As [`DirInfo::replay_blocks`], for log files `logs` (which this
-    /// `DirInfo` from [`scan_meta`] does not hold yet).
-    pub(crate) fn replay_blocks_of(&self, logs: &[LogFileInfo]) -> Vec<(usize, u64, BlockHeader)> {
+        let logs = &self.logs;
         let low = self.checkpoint().map_or(0, |(_, m)| m.low);
         let ep = self.replay_to;
         let mut v: Vec<(usize, u64, BlockHeader)> = logs

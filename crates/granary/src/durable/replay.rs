@@ -17,12 +17,12 @@ use granary_api::TableId;
 use granary_index::{Cursor, LeafRef};
 
 use super::abuf::{open_aligned, AlignedBuf};
-use super::ahead::{Ahead, Window};
+use super::ahead::{self, Ahead, Span, SpanReader, Window};
 use super::files::fp;
-use super::format::{self, BlockHeader, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
-use super::recover::{
-    block_in, body_at, corrupt, header_at, scan_logs, DirInfo, LogFileInfo, RecoveryStats,
+use super::format::{
+    self, BlockHeader, BlockRead, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG, IO_ALIGN,
 };
+use super::recover::{block_in, body_at, corrupt, header_at, scan_logs, DirInfo, RecoveryStats};
 use crate::error::Error;
 use crate::gc::Cleanup;
 use crate::install::{Locked, Unversioned};
@@ -33,9 +33,9 @@ use crate::shared::Shared;
 use crate::tid::Tid;
 use crate::worker::{unhook, Worker};
 
-/// Log blocks a replay thread asks the kernel to read ahead of the one it
-/// takes (each at most a log buffer, 512 KB by default).
-const LOG_LOOKAHEAD: usize = 4;
+/// Bytes of log read in one piece (see [`ahead::spans`]): a few blocks of
+/// a log buffer (512 KB by default) each.
+const LOG_SPAN: usize = 4 << 20;
 
 /// Load the directory `info` describes into the engine `shared` (whose
 /// tables exist, in catalog order) with `threads` threads, reading checkpoint files with
@@ -72,14 +72,7 @@ pub(crate) fn replay(
     let t0 = std::time::Instant::now();
     let (scanned, loaded) = std::thread::scope(|s| {
         let meta = &*info;
-        let scan = s.spawn(move || {
-            let scanned = scan_logs(meta, salvage)?;
-            // Have the first blocks replay takes on their way by then.
-            for &b in meta.replay_blocks_of(&scanned.0).iter().take(LOG_LOOKAHEAD) {
-                advise_block(&[], &scanned.0, b);
-            }
-            Ok::<_, Error>(scanned)
-        });
+        let scan = s.spawn(move || scan_logs(meta, salvage));
         let loaded = if log_first {
             Ok(None)
         } else {
@@ -106,23 +99,35 @@ pub(crate) fn replay(
     // (checkpoints hold no absent records).
     let deleted: Vec<AtomicBool> = info.tables.iter().map(|_| AtomicBool::new(false)).collect();
     // Blocks go newest epoch first, so mostly backwards through a file,
-    // where the kernel's own readahead does not help: each thread asks for
-    // the next few blocks as it takes one.
-    let advised = AtomicUsize::new(LOG_LOOKAHEAD);
-    let (bytes, applied) = parallel(shared, threads, blocks.len(), |w, scratch, j| {
-        let want = (j + 1 + LOG_LOOKAHEAD).min(blocks.len());
-        let from = advised.fetch_max(want, Ordering::Relaxed).max(j + 1);
-        for &b in blocks.get(from..want).unwrap_or(&[]) {
-            advise_block(&scratch.files, &info.logs, b);
-        }
-        let (i, at, h) = blocks[j];
-        let block = Block {
-            path: &info.logs[i].path,
-            file: i,
-            at,
-            h: &h,
-        };
-        replay_block(w, &block, scratch, &deleted)
+    // where the kernel's own readahead does not help: a helper reads them
+    // in spans of neighbouring blocks, ahead of the replay threads.
+    let spans = ahead::spans(&blocks, LOG_SPAN);
+    let paths: Vec<&Path> = info.logs.iter().map(|l| l.path.as_path()).collect();
+    let reader = SpanReader::new(threads + 2, LOG_SPAN);
+    let (bytes, applied) = std::thread::scope(|s| {
+        s.spawn(|| reader.read_all(&spans, &paths, direct));
+        let replayed = parallel(shared, threads, spans.len(), |w, scratch, _| {
+            // `None` only if the helper panicked, which the scope rethrows.
+            let Some(read) = reader.next() else {
+                return Ok((0, 0));
+            };
+            let span = &spans[read.k];
+            let path = paths[span.file];
+            let (buf, len) = read.got.map_err(|e| Error::storage("read", path, e))?;
+            let replayed = replay_span(
+                w,
+                span,
+                &blocks,
+                &buf.as_slice()[..len],
+                path,
+                scratch,
+                &deleted,
+            );
+            reader.recycle(buf);
+            replayed
+        });
+        reader.close();
+        replayed
     })?;
     stats.tables_with_deletes = deleted
         .iter()
@@ -165,13 +170,12 @@ fn load_checkpoint(
     Ok(Some((m.low, bytes, records)))
 }
 
-/// A recovery thread's own state: open log files (by index into the
-/// scan's), a read buffer, read-ahead windows between checkpoint files,
+/// A recovery thread's own state: a read buffer, read-ahead windows
+/// between checkpoint files,
 /// the slabs its records are carved from, and, by table, the leaf its
 /// last log write went to (see [`Near::Leaf`]).
 #[derive(Default)]
 struct Scratch {
-    files: Vec<Option<File>>,
     buf: Vec<u8>,
     windows: Vec<AlignedBuf>,
     slabs: Slabs,
@@ -399,73 +403,56 @@ fn load_part(
     Ok((size, records))
 }
 
-/// A log block to replay: file `file` of the scan (at `path`), at offset
-/// `at`, whose header `h` the scan checked.
-struct Block<'a> {
-    path: &'a Path,
-    file: usize,
-    at: u64,
-    h: &'a BlockHeader,
-}
-
-/// Ask the kernel to start reading log block `(i, at, h)` into the page
-/// cache, through `files[i]` if open. A hint: an error here changes
-/// nothing but speed (and is met again, and reported, when the block is
-/// replayed).
-fn advise_block(
-    files: &[Option<File>],
-    logs: &[LogFileInfo],
-    (i, at, h): (usize, u64, BlockHeader),
-) {
-    use std::os::fd::AsRawFd;
-    let len = BLOCK_HEADER as u64 + u64::from(h.len);
-    let (Ok(at), Ok(len)) = (i64::try_from(at), i64::try_from(len)) else {
-        return;
-    };
-    let advise = |f: &File| {
-        // SAFETY: a plain syscall on an open descriptor.
-        let _ = unsafe { libc::posix_fadvise(f.as_raw_fd(), at, len, libc::POSIX_FADV_WILLNEED) };
-    };
-    match files.get(i) {
-        Some(Some(f)) => advise(f),
-        _ => {
-            if let Ok(f) = File::open(&logs[i].path) {
-                advise(&f);
-            }
-        }
-    }
-}
-
-/// Replay one log block; its body is read and checked here. Marks in
-/// `deleted` the tables it deletes from.
-fn replay_block(
+/// Replay the blocks of `span` (members of the replay list `blocks`),
+/// checking each in `bytes`, the span as read from the file at `path`.
+fn replay_span(
     w: &mut Worker,
-    b: &Block<'_>,
+    span: &Span,
+    blocks: &[(usize, u64, BlockHeader)],
+    bytes: &[u8],
+    path: &Path,
     scratch: &mut Scratch,
     deleted: &[AtomicBool],
 ) -> Result<(u64, u64), Error> {
-    let Scratch {
-        files,
-        buf,
-        slabs,
-        hints,
-        ..
-    } = scratch;
-    let (path, at, h) = (b.path, b.at, b.h);
-    let io = |what: &str, e: io::Error| Error::storage(what, path, e);
-    if files.len() <= b.file {
-        files.resize_with(b.file + 1, || None);
+    let mut sum = (0, 0);
+    for &j in &span.members {
+        let (_, at, h) = blocks[j];
+        let off = usize::try_from(at - span.at).expect("a span is in memory");
+        let body = match format::read_block_checked(bytes, off, BLOCK_MAGIC_LOG, true) {
+            BlockRead::Block(got, body) if got == h => body,
+            BlockRead::Block(..) => {
+                return Err(corrupt(path, at, "block header changed since the scan"))
+            }
+            BlockRead::Bad(m) => {
+                return Err(corrupt(path, at, format!("{m} inside the durable prefix")))
+            }
+            BlockRead::End => {
+                return Err(corrupt(
+                    path,
+                    at,
+                    "block gone since the scan (file shorter)",
+                ))
+            }
+        };
+        let (b, r) = replay_block(w, path, at, &h, body, scratch, deleted)?;
+        sum.0 += b;
+        sum.1 += r;
     }
-    let f = match &mut files[b.file] {
-        Some(f) => f,
-        slot => {
-            fp("recover-read").map_err(|e| io("read", e))?;
-            slot.insert(File::open(path).map_err(|e| io("open", e))?)
-        }
-    };
-    let body = body_at(f, at, h, buf)
-        .map_err(|e| io("read", e))?
-        .map_err(|m| corrupt(path, at, format!("{m} inside the durable prefix")))?;
+    Ok(sum)
+}
+
+/// Replay the log block at `at` of the file at `path`: header `h`, body
+/// `body` (checked). Marks in `deleted` the tables it deletes from.
+fn replay_block(
+    w: &mut Worker,
+    path: &Path,
+    at: u64,
+    h: &BlockHeader,
+    body: &[u8],
+    scratch: &mut Scratch,
+    deleted: &[AtomicBool],
+) -> Result<(u64, u64), Error> {
+    let Scratch { slabs, hints, .. } = scratch;
     let mut bad = None;
     let mut applied = 0u64;
     w.pin();
