@@ -8,6 +8,7 @@ mod plot;
 mod protocol;
 mod recover;
 mod report;
+mod reproduce;
 mod restore;
 mod session;
 mod smallbank;
@@ -50,6 +51,14 @@ enum Cmd {
     /// throughput per second, latency CDFs and time breakdowns. Example:
     /// granary plot tpcc-*.json --out plots --kind throughput,latency
     Plot(plot::PlotArgs),
+    /// Rerun the papers' experiments on this machine and write one report:
+    /// DIR/report.md and a standalone DIR/report.html (plots embedded), PNG
+    /// and SVG charts, the raw JSON, and the paper's figures beside ours with
+    /// a verdict on whether each shape holds. Every run is a `granary bench`
+    /// command the report prints, so any figure can be regenerated alone.
+    /// `--list` names the experiments. Example:
+    /// granary reproduce --quick --out repro
+    Reproduce(reproduce::ReproduceArgs),
     /// Show what a durable database directory holds: the persistent epoch
     /// e_p, the checkpoint, every log file with its epoch range and durable
     /// prefix, and any tail the next open will discard. Lists as problems
@@ -124,6 +133,7 @@ fn main() {
             Err(e) => Err(e),
         },
         Cmd::Plot(a) => plot::run(a),
+        Cmd::Reproduce(a) => reproduce::run(a),
         Cmd::Inspect(a) => inspect::run(&a),
         Cmd::Recover(a) => restore::run(&a),
         Cmd::Bench(Bench::Recover(a)) => recover::run(&a),

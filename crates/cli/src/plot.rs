@@ -28,8 +28,9 @@ use clap::{Args, ValueEnum};
 use plotters::style::{register_font, FontStyle};
 
 use charts::{Built, Unbuilt};
+pub use input::lookup;
 use input::Run;
-use render::Format;
+pub use render::Format;
 
 /// Charts `granary plot` can draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -57,7 +58,8 @@ impl Kind {
         Kind::Breakdown,
     ];
 
-    fn name(self) -> &'static str {
+    /// The chart's file name without extension (`DIR/NAME.png`).
+    pub fn name(self) -> &'static str {
         match self {
             Kind::Throughput => "throughput",
             Kind::Contention => "contention",
