@@ -110,8 +110,10 @@ fn list_names_the_experiments_and_what_is_missing() {
         "silor-fig1",
         "bohm-fig5",
         "bohm-fig6",
+        "bohm-fig8",
         "bohm-fig10",
         "deuteronomy-fig7",
+        "deuteronomy-fig9",
         "silor-recovery",
         "not yet",
     ] {
