@@ -435,8 +435,8 @@ fn experiments() -> Vec<Experiment> {
                     })
                     .collect()
             },
-            charts: &[],
-            x: None,
+            charts: &[Kind::Contention],
+            x: Some("config.theta"),
             verdict: |runs, _| {
                 let mut rows = Vec::new();
                 let mut leaders = Vec::new();
@@ -804,8 +804,8 @@ fn experiments() -> Vec<Experiment> {
                     })
                     .collect()
             },
-            charts: &[],
-            x: None,
+            charts: &[Kind::Contention],
+            x: Some("config.theta"),
             verdict: |runs, _| {
                 let mut rows = protocol_rows(runs, "config.theta", "θ");
                 let mut said = Vec::new();
@@ -833,7 +833,14 @@ fn experiments() -> Vec<Experiment> {
             paper: "Under high contention (50 customers) locking performs best, but BOHM comes \
                     closer to it than on contended 10RMW; each transaction spins 50 µs besides its \
                     logic.",
-            scale: |s| format!("{} threads; 50 and {} customers", s.max, s.pick("10,000", "100,000")),
+            scale: |s| {
+                format!(
+                    "{} threads; 50 and {} customers; every transaction spins 50 µs, as in the \
+                     paper",
+                    s.max,
+                    s.pick("10,000", "100,000")
+                )
+            },
             steps: |s| {
                 let t = s.max.to_string();
                 let many = s.pick("10000", "100000");
@@ -841,15 +848,15 @@ fn experiments() -> Vec<Experiment> {
                     .iter()
                     .map(|(c, label)| {
                         let a = [
-                            "bench", "smallbank", "--customers", c, "--threads", &t, "--protocol",
-                            "bohm,silo,2pl-ordered,hekaton,si",
+                            "bench", "smallbank", "--customers", c, "--spin-us", "50", "--threads",
+                            &t, "--protocol", "bohm,silo,2pl-ordered,hekaton,si",
                         ];
                         step(*label, &a, &s.run(), 5.0 * (s.seconds + 1.0) + 3.0)
                     })
                     .collect()
             },
-            charts: &[],
-            x: None,
+            charts: &[Kind::Contention],
+            x: Some("config.customers"),
             verdict: |runs, _| {
                 let mut rows = protocol_rows(runs, "config.customers", "customers");
                 let first = runs.first();
