@@ -406,35 +406,7 @@ fn experiments() -> Vec<Experiment> {
                     s.max
                 )
             },
-            steps: |s| {
-                let keys = s.pick("100000", "1000000");
-                let t = s.max.to_string();
-                ["0.9", "0"]
-                    .iter()
-                    .map(|th| {
-                        let a = [
-                            "bench",
-                            "ycsb-mix",
-                            "--preset",
-                            "bohm-10rmw",
-                            "--keys",
-                            keys,
-                            "--threads",
-                            &t,
-                            "--theta",
-                            th,
-                            "--protocol",
-                            "bohm,silo,2pl-ordered,hekaton,si",
-                        ];
-                        step(
-                            format!("θ = {th}"),
-                            &a,
-                            &s.run(),
-                            5.0 * (s.seconds + 1.0) + 8.0,
-                        )
-                    })
-                    .collect()
-            },
+            steps: |s| bohm_ycsb(s, "bohm-10rmw"),
             charts: &[Kind::Contention],
             x: Some("config.theta"),
             verdict: |runs, _| {
@@ -789,21 +761,7 @@ fn experiments() -> Vec<Experiment> {
                     s.max
                 )
             },
-            steps: |s| {
-                let keys = s.pick("100000", "1000000");
-                let t = s.max.to_string();
-                ["0.9", "0"]
-                    .iter()
-                    .map(|th| {
-                        let a = [
-                            "bench", "ycsb-mix", "--preset", "bohm-2rmw8r", "--keys", keys,
-                            "--threads", &t, "--theta", th, "--protocol",
-                            "bohm,silo,2pl-ordered,hekaton,si",
-                        ];
-                        step(format!("θ = {th}"), &a, &s.run(), 5.0 * (s.seconds + 1.0) + 8.0)
-                    })
-                    .collect()
-            },
+            steps: |s| bohm_ycsb(s, "bohm-2rmw8r"),
             charts: &[Kind::Contention],
             x: Some("config.theta"),
             verdict: |runs, _| {
@@ -849,7 +807,7 @@ fn experiments() -> Vec<Experiment> {
                     .map(|(c, label)| {
                         let a = [
                             "bench", "smallbank", "--customers", c, "--spin-us", "50", "--threads",
-                            &t, "--protocol", "bohm,silo,2pl-ordered,hekaton,si",
+                            &t, "--protocol", BOHM_SET,
                         ];
                         step(*label, &a, &s.run(), 5.0 * (s.seconds + 1.0) + 3.0)
                     })
@@ -951,7 +909,7 @@ fn experiments() -> Vec<Experiment> {
                         let a = [
                             "bench", "ycsb-mix", "--preset", "bohm-longread", "--threads", &t,
                             "--long-read-fraction", f, "--protocol",
-                            "bohm,silo,2pl-ordered,hekaton,si",
+                            BOHM_SET,
                         ];
                         // Long readers need runs long enough to hold many of them.
                         let run = [
@@ -1141,6 +1099,41 @@ fn experiments() -> Vec<Experiment> {
             },
         },
     ]
+}
+
+/// The protocols BOHM is measured against, BOHM first.
+const BOHM_SET: &str = "bohm,silo,2pl-ordered,hekaton,si";
+
+/// BOHM's YCSB `preset` at high (θ = 0.9) and low (θ = 0) contention, on
+/// all of [`BOHM_SET`].
+fn bohm_ycsb(s: &Scale, preset: &str) -> Vec<Step> {
+    let keys = s.pick("100000", "1000000");
+    let t = s.max.to_string();
+    ["0.9", "0"]
+        .iter()
+        .map(|th| {
+            let a = [
+                "bench",
+                "ycsb-mix",
+                "--preset",
+                preset,
+                "--keys",
+                keys,
+                "--threads",
+                &t,
+                "--theta",
+                th,
+                "--protocol",
+                BOHM_SET,
+            ];
+            step(
+                format!("θ = {th}"),
+                &a,
+                &s.run(),
+                5.0 * (s.seconds + 1.0) + 8.0,
+            )
+        })
+        .collect()
 }
 
 /// What one experiment produced.
