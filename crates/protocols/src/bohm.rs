@@ -67,6 +67,8 @@ use granary_api::{
 };
 use granary_index::{Insert, Tree};
 
+mod pin;
+
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::Pin;
@@ -520,7 +522,7 @@ impl Bohm {
             finished: (0..cfg.exec_threads).map(|_| Default::default()).collect(),
             done_ts: (0..cfg.exec_threads).map(|_| Default::default()).collect(),
             pins: (0..MAX_SNAPSHOT_READERS)
-                .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+                .map(|_| CachePadded::new(AtomicU64::new(pin::UNPINNED)))
                 .collect(),
             free_pins: Mutex::new((0..MAX_SNAPSHOT_READERS).rev().collect()),
             stop: AtomicBool::new(false),
@@ -622,21 +624,13 @@ fn key_hash(t: TableId, key: &[u8]) -> u64 {
 /// §3.3.2's low watermark: every batch below it has been finished by
 /// every execution thread.
 fn low_watermark(s: &Shared) -> u64 {
-    s.finished
-        .iter()
-        .map(|f| f.load(Ordering::SeqCst))
-        .min()
-        .unwrap_or(0)
+    pin::low_watermark(&s.finished)
 }
 
 /// The batch below which versions may be cut: §3.3.2's low watermark,
 /// held back by snapshot readers' pins.
 fn gc_watermark(s: &Shared) -> u64 {
-    let low = low_watermark(s);
-    s.pins
-        .iter()
-        .map(|p| p.load(Ordering::SeqCst))
-        .fold(low, u64::min)
+    pin::gc_watermark(&s.finished, &s.pins)
 }
 
 /// The most runners that read snapshots at once without holding the
@@ -1740,7 +1734,7 @@ pub struct Runner {
 impl Drop for Runner {
     fn drop(&mut self) {
         if let Some(p) = self.pin.take() {
-            self.s.pins[p].store(u64::MAX, Ordering::SeqCst);
+            pin::unpin(&*self.s.pins[p]);
             self.s
                 .free_pins
                 .lock()
@@ -1929,22 +1923,9 @@ impl TxRunner for Runner {
         };
         let s = &*self.s;
         let p = &s.pins[pin];
-        // Hold every cut while we learn where it may stop: a CC thread
-        // that read our pin before this store read `finished` before we
-        // do below, so its watermark is at most ours.
-        p.store(0, Ordering::SeqCst);
-        let low = low_watermark(s);
-        p.store(low, Ordering::SeqCst);
-        // Every execution thread raised its `done_ts` before it published
-        // a batch at least `low`: the bound is at least batch `low`'s
-        // first timestamp, so no version above the one we see at it is
-        // in a batch below `low`, and nothing we read is cut.
-        let bound = s
-            .done_ts
-            .iter()
-            .map(|d| d.load(Ordering::SeqCst))
-            .min()
-            .unwrap_or(0);
+        // The pin protocol, and why it keeps what we read: `pin.rs`
+        // (model-checked by loom).
+        let bound = pin::pin(&**p, &s.finished, &s.done_ts);
         let g = crossbeam_epoch::pin();
         let mut snap = Snapshot {
             s,
@@ -1954,7 +1935,7 @@ impl TxRunner for Runner {
         };
         let r = body(&mut snap);
         drop(g);
-        p.store(u64::MAX, Ordering::SeqCst);
+        pin::unpin(&**p);
         self.stats.commits += 1;
         r.map_err(|e| match e {
             TxError::Failed(e) => e,
