@@ -170,10 +170,10 @@ fn load_checkpoint(
     Ok(Some((m.low, bytes, records)))
 }
 
-/// A recovery thread's own state: a read buffer, read-ahead windows
-/// between checkpoint files,
-/// the slabs its records are carved from, and, by table, the leaf its
-/// last log write went to (see [`Near::Leaf`]).
+/// A recovery thread's own state: a read buffer, read-ahead windows kept
+/// from one checkpoint file to the next, the slabs its records are carved
+/// from, and, by table, the leaf its last log write went to (see
+/// [`Near::Leaf`]).
 #[derive(Default)]
 struct Scratch {
     buf: Vec<u8>,
