@@ -380,8 +380,9 @@ fn experiments() -> Vec<Experiment> {
                             if holds {
                                 "holds"
                             } else {
-                                "does not hold here (with few workers, few transactions \
-                                 conflict even on hot keys)"
+                                "does not hold here: with few workers few transactions \
+                                 conflict even on hot keys, and skew keeps the hot records \
+                                 in cache"
                             }
                         )
                     }
