@@ -59,12 +59,19 @@ struct Scale {
 }
 
 impl Scale {
+    /// `--seconds` and `--warmup` at this scale.
     fn run(&self) -> [String; 4] {
+        self.run_at_least(0.0, 0.0)
+    }
+
+    /// As [`Scale::run`], with runs and warm-ups no shorter than these
+    /// (for experiments that need time to reach their steady state).
+    fn run_at_least(&self, seconds: f64, warmup: f64) -> [String; 4] {
         [
             "--seconds".into(),
-            fmt_num(self.seconds),
+            fmt_num(self.seconds.max(seconds)),
             "--warmup".into(),
-            fmt_num(self.warmup),
+            fmt_num(self.warmup.max(warmup)),
         ]
     }
 
@@ -107,6 +114,16 @@ struct Verdict {
     rows: Vec<[String; 3]>,
     /// One sentence: does the shape hold, and why it may differ.
     sentence: String,
+}
+
+impl Verdict {
+    /// No numbers to judge (a step's JSON lacks them).
+    fn failed() -> Verdict {
+        Verdict {
+            rows: Vec::new(),
+            sentence: failed_sentence(),
+        }
+    }
 }
 
 struct Experiment {
@@ -609,12 +626,7 @@ fn experiments() -> Vec<Experiment> {
                 // run: the first one waits about a second for them
                 // (ARCHITECTURE.md, "old versions on demand"), so the
                 // warm-up covers that.
-                let run = [
-                    "--seconds".to_string(),
-                    fmt_num(s.seconds),
-                    "--warmup".into(),
-                    fmt_num(s.warmup.max(2.0)),
-                ];
+                let run = s.run_at_least(0.0, 2.0);
                 vec![
                     step("snapshots", &snap, &run, s.seconds + 4.0),
                     step("no snapshots", &base, &run, s.seconds + 4.0),
@@ -623,7 +635,7 @@ fn experiments() -> Vec<Experiment> {
             charts: &[],
             x: None,
             verdict: |runs, _| {
-                let tp = |i: usize| runs.get(i).and_then(|r| num(r, "throughput_txn_per_s"));
+                let tp = |i: usize| tput(runs, i);
                 let ab = runs.get(1).and_then(|r| num(r, "aborts_per_s"));
                 match (tp(0), tp(1), ab) {
                     (Some(a), Some(b), Some(ab)) => Verdict {
@@ -648,7 +660,7 @@ fn experiments() -> Vec<Experiment> {
                             ab / b.max(1.0)
                         ),
                     },
-                    _ => Verdict { rows: Vec::new(), sentence: failed_sentence() },
+                    _ => Verdict::failed(),
                 }
             },
         },
@@ -675,7 +687,7 @@ fn experiments() -> Vec<Experiment> {
             x: None,
             verdict: |runs, _| {
                 let Some(b) = runs.first().and_then(|r| plot::lookup(r, "result.breakdown")).and_then(Value::as_array) else {
-                    return Verdict { rows: Vec::new(), sentence: failed_sentence() };
+                    return Verdict::failed();
                 };
                 let mut rows = Vec::new();
                 let mut index_major = true;
@@ -718,7 +730,7 @@ fn experiments() -> Vec<Experiment> {
             steps: |s| {
                 let t = s.max.to_string();
                 let keys = s.pick("100000", "1000000");
-                let run = ["--seconds".to_string(), fmt_num(s.seconds.max(6.0)), "--warmup".into(), fmt_num(s.warmup)];
+                let run = s.run_at_least(6.0, 0.0);
                 let base = ["bench", "ycsb-mix", "--preset", "silor", "--keys", keys, "--threads", &t];
                 let dir = s.tmp.join("silor-fig1");
                 let mut durable = step(
@@ -733,7 +745,7 @@ fn experiments() -> Vec<Experiment> {
             charts: &[Kind::Timeseries],
             x: None,
             verdict: |runs, _| {
-                let tp = |i: usize| runs.get(i).and_then(|r| num(r, "throughput_txn_per_s"));
+                let tp = |i: usize| tput(runs, i);
                 match (tp(0), tp(1)) {
                     (Some(m), Some(d)) => Verdict {
                         rows: vec![["logging + checkpoints / in memory".into(), ratio(d / m), "0.80×".into()]],
@@ -745,7 +757,7 @@ fn experiments() -> Vec<Experiment> {
                             machine().cpus
                         ),
                     },
-                    _ => Verdict { rows: Vec::new(), sentence: failed_sentence() },
+                    _ => Verdict::failed(),
                 }
             },
         },
@@ -913,12 +925,7 @@ fn experiments() -> Vec<Experiment> {
                             BOHM_SET,
                         ];
                         // Long readers need runs long enough to hold many of them.
-                        let run = [
-                            "--seconds".to_string(),
-                            fmt_num(s.seconds.max(3.0)),
-                            "--warmup".into(),
-                            fmt_num(s.warmup.max(1.0)),
-                        ];
+                        let run = s.run_at_least(3.0, 1.0);
                         step(format!("long readers {f}"), &a, &run, 5.0 * (s.seconds.max(3.0) + 2.0) + 10.0)
                     })
                     .collect()
@@ -998,7 +1005,7 @@ fn experiments() -> Vec<Experiment> {
             charts: &[Kind::Timeseries],
             x: None,
             verdict: |runs, _| {
-                let tp = |i: usize| runs.get(i).and_then(|r| num(r, "throughput_txn_per_s"));
+                let tp = |i: usize| tput(runs, i);
                 match (tp(0), tp(1)) {
                     (Some(gc), Some(none)) => Verdict {
                         rows: vec![["with GC / without".into(), ratio(gc / none), "≈ 0.80×".into()]],
@@ -1016,7 +1023,7 @@ fn experiments() -> Vec<Experiment> {
                             )
                         },
                     },
-                    _ => Verdict { rows: Vec::new(), sentence: failed_sentence() },
+                    _ => Verdict::failed(),
                 }
             },
         },
@@ -1037,20 +1044,19 @@ fn experiments() -> Vec<Experiment> {
             steps: |s| {
                 let t = s.max.to_string();
                 let dir = s.tmp.join("recovery-db");
-                let secs = fmt_num(s.seconds.max(3.0));
                 let mut write = step(
                     "write the directory",
                     &["bench", "tpcc", "--threads", &t, "--warehouses", &t],
                     &[
-                        "--seconds".into(),
-                        secs,
-                        "--warmup".into(),
-                        fmt_num(s.warmup),
-                        "--checkpoint-interval".into(),
-                        "2".into(),
-                        "--durable".into(),
-                        path_arg(&dir),
-                    ],
+                        s.run_at_least(3.0, 0.0).to_vec(),
+                        vec![
+                            "--checkpoint-interval".into(),
+                            "2".into(),
+                            "--durable".into(),
+                            path_arg(&dir),
+                        ],
+                    ]
+                    .concat(),
                     s.seconds.max(3.0) + 5.0,
                 );
                 write.json = false;
@@ -1377,6 +1383,11 @@ fn num(v: &Value, path: &str) -> Option<f64> {
         x.as_f64()
             .or_else(|| x.as_str().and_then(|s| s.parse().ok()))
     })
+}
+
+/// The overall throughput of the `i`-th run, if it has one.
+fn tput(runs: &[Value], i: usize) -> Option<f64> {
+    runs.get(i).and_then(|r| num(r, "throughput_txn_per_s"))
 }
 
 /// A result's thread count (`bench tpcc` keeps it with the common flags).
