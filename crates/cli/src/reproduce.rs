@@ -25,8 +25,8 @@ pub struct ReproduceArgs {
     #[arg(long, conflicts_with = "full")]
     pub quick: bool,
     /// The papers' table sizes where memory allows, with runs of
-    /// `--seconds` each (bounded by it: about 3 minutes per experiment
-    /// at the default 10 s on 2 cores).
+    /// `--seconds` each (the run's length is bounded by it, and estimated
+    /// before it starts).
     #[arg(long)]
     pub full: bool,
     /// Seconds per measured run with --full.
