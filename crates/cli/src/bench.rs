@@ -54,12 +54,73 @@ pub struct CommonArgs {
     /// Write every figure, the configuration and the machine as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// A name for this run, kept in the JSON: `granary plot` names the
+    /// run's series and bars by it (`--kind configs` draws a bar per label).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
     #[command(flatten)]
     pub durable: DurableArgs,
+    #[command(flatten)]
+    pub silo: SiloArgs,
     #[command(flatten)]
     pub bohm: BohmArgs,
     #[command(flatten)]
     pub tc: TcArgs,
+}
+
+/// Silo's factor-analysis switches (silo-sosp13 §5.7, Fig. 11): each turns
+/// off one of Silo's mechanisms so its worth can be measured. Silo only;
+/// every one keeps Silo serializable.
+#[derive(Args, Debug, Clone, Default, Serialize)]
+pub struct SiloArgs {
+    /// Silo: a new record for every write, never an overwrite in place
+    /// (Fig. 11's *Simple*).
+    #[arg(long)]
+    pub no_overwrites: bool,
+    /// Silo: take every record from the global allocator, with no
+    /// per-worker recycling or chunks for old versions (Fig. 11 without
+    /// *+Allocator*).
+    #[arg(long)]
+    pub no_record_pool: bool,
+    /// Silo: keep no old versions for snapshot transactions
+    /// (*+NoSnapshots*); snapshot transactions are then refused.
+    #[arg(long)]
+    pub no_snapshots: bool,
+    /// Silo: keep an old version on every write that crosses a snapshot
+    /// epoch, as Silo does, even while no snapshot transaction runs
+    /// (granary's default keeps them only while snapshots are in use).
+    #[arg(long, conflicts_with = "no_snapshots")]
+    pub always_versions: bool,
+    /// Silo: free nothing while running (*+NoGC*): retired records and
+    /// old versions stay allocated until the database is dropped, so
+    /// memory grows with the run.
+    #[arg(long)]
+    pub no_gc: bool,
+}
+
+impl SiloArgs {
+    /// Whether any switch is set.
+    pub fn any(&self) -> bool {
+        self.no_overwrites
+            || self.no_record_pool
+            || self.no_snapshots
+            || self.always_versions
+            || self.no_gc
+    }
+
+    /// `o` with these switches applied.
+    pub fn apply(&self, o: Options) -> Options {
+        let o = o
+            .overwrites(!self.no_overwrites)
+            .record_pool(!self.no_record_pool)
+            .snapshots(!self.no_snapshots)
+            .gc(!self.no_gc);
+        if self.always_versions {
+            o.snapshot_versions_idle_epochs(None)
+        } else {
+            o
+        }
+    }
 }
 
 /// Deuteronomy's data component (`--dc`).
@@ -359,9 +420,10 @@ struct Output<'a, C: Serialize> {
 }
 
 fn opts(c: &CommonArgs) -> Options {
-    Options::default()
+    let o = Options::default()
         .epoch_interval(Duration::from_millis(c.epoch_ms.max(1)))
-        .max_workers(c.threads + 16)
+        .max_workers(c.threads + 16);
+    c.silo.apply(o)
 }
 
 /// The common flags' values are in range; the error names the flag.
@@ -377,6 +439,13 @@ pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
     }
     if c.latency_every == 0 {
         return Err("--latency-every must be at least 1, got 0".into());
+    }
+    if c.silo.any() && !c.protocol.iter().any(|p| matches!(p, Protocol::Silo)) {
+        return Err(
+            "--no-overwrites, --no-record-pool, --no-snapshots, --always-versions and --no-gc \
+             are Silo's switches: add silo to --protocol"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -558,6 +627,9 @@ pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
     // Before the warehouse count, which defaults to the thread count: an
     // error names the flag the user set.
     check_common(&a.common)?;
+    if a.snapshot_stock_level && a.common.silo.no_snapshots {
+        return Err("--snapshot-stock-level needs snapshots: drop --no-snapshots".into());
+    }
     let warehouses = match a.warehouses {
         Some(w) => w,
         None if a.common.threads > MAX_WAREHOUSES as usize => {

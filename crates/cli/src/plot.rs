@@ -45,17 +45,22 @@ pub enum Kind {
     Latency,
     /// Time breakdown per transaction type (runs made with --breakdown).
     Breakdown,
+    /// Throughput per configuration, a bar each (the median of the files
+    /// of one `bench --label`, or of one configuration); with `all`, drawn
+    /// only when some file has a label.
+    Configs,
     /// Every chart the files support; the others are skipped with a note.
     All,
 }
 
 impl Kind {
-    const EVERY: [Kind; 5] = [
+    const EVERY: [Kind; 6] = [
         Kind::Throughput,
         Kind::Contention,
         Kind::Timeseries,
         Kind::Latency,
         Kind::Breakdown,
+        Kind::Configs,
     ];
 
     /// The chart's file name without extension (`DIR/NAME.png`).
@@ -66,6 +71,7 @@ impl Kind {
             Kind::Timeseries => "timeseries",
             Kind::Latency => "latency",
             Kind::Breakdown => "breakdown",
+            Kind::Configs => "configs",
             Kind::All => "all",
         }
     }
@@ -131,6 +137,7 @@ pub fn run(args: PlotArgs) -> Result<(), String> {
             Kind::Timeseries => charts::timeseries(&runs),
             Kind::Latency => charts::latency(&runs),
             Kind::Breakdown => charts::breakdown(&runs),
+            Kind::Configs => charts::configs(&runs, explicit),
             Kind::All => unreachable!("`all` is expanded above"),
         };
         let Built { figure, notes } = match built {

@@ -98,6 +98,10 @@ pub struct YcsbArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// A name for this run, kept in the JSON: `granary plot` names the
+    /// run's series and bars by it (`--kind configs` draws a bar per label).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
     #[command(flatten)]
     pub durable: crate::bench::DurableArgs,
 }

@@ -41,6 +41,62 @@ fn a_bad_warehouse_count_is_an_error_about_warehouses() {
 }
 
 #[test]
+fn silo_switches_are_refused_where_they_cannot_apply() {
+    let o = granary(&["bench", "tpcc", "--protocol", "hekaton", "--no-gc"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("Silo's switches: add silo to --protocol"),
+        "{err}"
+    );
+    let o = granary(&["bench", "tpcc", "--snapshot-stock-level", "--no-snapshots"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("--snapshot-stock-level needs snapshots"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_labelled_factor_run_records_its_label_and_switches() {
+    let dir = std::env::temp_dir().join(format!("granary-tpcc-label-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let o = granary(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--seed",
+        "1",
+        "--label",
+        "Simple",
+        "--no-overwrites",
+        "--no-record-pool",
+        "--no-gc",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let c = &v["config"]["common"];
+    assert_eq!(c["label"], "Simple");
+    assert_eq!(c["silo"]["no_overwrites"], true);
+    assert_eq!(c["silo"]["no_gc"], true);
+    assert_eq!(c["silo"]["no_snapshots"], false);
+    assert!(v["throughput_txn_per_s"].as_f64().unwrap() > 0.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn loading_reaches_the_total_it_announces() {
     let o = granary(&[
         "bench",

@@ -28,6 +28,13 @@ pub(crate) trait Install {
     /// `value` does not fit) in the tree.
     fn replacement(&mut self, rec: &Record, word: Tid, value: &[u8]) -> NonNull<Record>;
 
+    /// Whether a value that fits may overwrite its record in place (else
+    /// every install replaces the record: `Options::overwrites` off).
+    #[inline]
+    fn overwrites(&self) -> bool {
+        true
+    }
+
     /// Called just before `rec` is overwritten in place.
     #[inline]
     fn overwriting(&mut self, rec: &Record) {
@@ -92,7 +99,7 @@ impl<'r> Locked<'r> {
         pin: &mut ReadPin,
     ) {
         let Locked { rec, old } = self;
-        if value.len() <= rec.capacity() {
+        if value.len() <= rec.capacity() && how.overwrites() {
             how.overwriting(rec);
             rec.store_value(value);
             rec.unlock(word);

@@ -26,6 +26,22 @@ pub struct Options {
     /// Take commit TIDs from one shared atomic counter (the paper's
     /// MemSilo+GlobalTID, §5.2) — a deliberately non-scalable baseline.
     pub global_tid: bool,
+    /// `true` (default): a committed value that fits its record overwrites
+    /// it in place (Silo §4.5). `false`: every write allocates a new record
+    /// that replaces the old one in the tree — Fig. 11's *Simple*, kept
+    /// only to measure what overwrites are worth (§5.7).
+    pub overwrites: bool,
+    /// `true` (default): each worker recycles freed records and carves
+    /// old-version copies from its own chunks (the role of Silo's per-core
+    /// allocator, §5.1). `false`: every record comes from and returns to
+    /// the global allocator — Fig. 11 without *+Allocator* (§5.7).
+    pub record_pool: bool,
+    /// `true` (default): workers free retired records and old versions once
+    /// no reader can hold them (Silo §4.8). `false`: nothing is freed
+    /// until the database is dropped, so memory grows with every
+    /// replaced record and kept version — Fig. 11's *+NoGC*, for
+    /// measurement only (§5.7). Deleted keys still leave their trees.
+    pub gc: bool,
     /// How many conflicting attempts `Worker::run` makes before giving up.
     pub max_retries: u32,
     /// A deliberately broken Silo for testing the checker: commit skips
@@ -133,6 +149,9 @@ impl Default for Options {
             snapshot_versions_idle_epochs: Some(250),
             max_workers: 256,
             global_tid: false,
+            overwrites: true,
+            record_pool: true,
+            gc: true,
             max_retries: 100_000,
             #[cfg(feature = "mutant")]
             mutant_skip_read_validation: false,
@@ -169,6 +188,18 @@ impl Options {
     }
     pub fn global_tid(mut self, on: bool) -> Self {
         self.global_tid = on;
+        self
+    }
+    pub fn overwrites(mut self, on: bool) -> Self {
+        self.overwrites = on;
+        self
+    }
+    pub fn record_pool(mut self, on: bool) -> Self {
+        self.record_pool = on;
+        self
+    }
+    pub fn gc(mut self, on: bool) -> Self {
+        self.gc = on;
         self
     }
     pub fn max_retries(mut self, n: u32) -> Self {

@@ -423,6 +423,8 @@ pub(crate) struct Pool {
     /// The reclamation labels of the newest copy in the open chunk.
     chunk_labels: (u64, u64),
     spare: Vec<NonNull<u8>>,
+    /// Whether old-version copies are carved from chunks.
+    chunks: bool,
 }
 
 // SAFETY: the pool exclusively owns the freed records it holds.
@@ -436,11 +438,29 @@ impl Default for Pool {
             chunk: None,
             chunk_labels: (0, 0),
             spare: Vec::new(),
+            chunks: true,
         }
     }
 }
 
 impl Pool {
+    /// A pool that keeps nothing: every record comes from and returns to
+    /// the global allocator, and old-version copies are allocated one by
+    /// one (`Options::record_pool` off). With no bins, [`Pool::alloc`] and
+    /// [`Pool::free`] fall through to [`Record`]'s own at no extra test.
+    pub fn unpooled() -> Pool {
+        let mut p = Pool::default();
+        p.bins = Vec::new();
+        p.chunks = false;
+        p
+    }
+
+    /// Whether freed records are kept for reuse.
+    #[cfg(test)]
+    pub fn recycles(&self) -> bool {
+        !self.bins.is_empty()
+    }
+
     /// As [`Record::alloc`], reusing pooled memory when it can.
     #[inline]
     pub fn alloc(
@@ -476,7 +496,7 @@ impl Pool {
     ) -> Option<NonNull<Record>> {
         let cap = value.len().div_ceil(8) * 8;
         let size = HEADER + cap;
-        if size > CHUNK_BYTES / 16 {
+        if !self.chunks || size > CHUNK_BYTES / 16 {
             return None;
         }
         if self

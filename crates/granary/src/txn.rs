@@ -904,6 +904,8 @@ impl<'w> Transaction<'w> {
             old,
             e,
             crosses,
+            // An insert's placeholder is already the new record it needs.
+            overwrites: shared.options.overwrites || we.kind == WriteKind::Placeholder,
         };
         let arena = &w.st.arena;
         // In `usize`, so the slice's length is `r.1` as far as the
@@ -997,6 +999,8 @@ struct Phase3<'a> {
     /// Whether the write crosses a snapshot epoch that snapshot
     /// transactions may read (old versions are being kept).
     crosses: bool,
+    /// `Options::overwrites`.
+    overwrites: bool,
 }
 
 impl Phase3<'_> {
@@ -1047,6 +1051,11 @@ fn keep_old(
 }
 
 impl Install for Phase3<'_> {
+    #[inline]
+    fn overwrites(&self) -> bool {
+        self.overwrites
+    }
+
     /// Too big to overwrite: a new record replaces this one in the tree
     /// (§4.5); the old one stays reachable for snapshots through `prev` if
     /// needed.

@@ -7,7 +7,7 @@ use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::install::{Locked, Unversioned};
 use crate::pin::{check_key, check_value, ReadPin, RetirePin};
-use crate::record::Record;
+use crate::record::{Pool, Record};
 use crate::session::{Session, SessionEnd};
 use crate::shared::{Owner, Shared};
 use crate::snapshot::Snapshot;
@@ -56,12 +56,18 @@ impl Worker {
         let slot = shared.epochs.register().ok_or(Error::TooManyWorkers {
             max: shared.options.max_workers,
         })?;
+        let pool = if shared.options.record_pool {
+            Pool::default()
+        } else {
+            Pool::unpooled()
+        };
         Ok(Worker {
             shared,
             _owner: owner,
             slot,
             core: Core {
                 slot,
+                pool,
                 ..Core::default()
             },
             stats: Stats::default(),
@@ -382,6 +388,12 @@ impl Worker {
             return;
         }
         self.core.gc_seen = (tree_safe, snap_safe);
+        if !self.shared.options.gc {
+            // Fig. 11's +NoGC (Options::gc): free nothing, but deleted
+            // keys still leave their trees.
+            self.run_cleanups(tree_safe, snap_safe);
+            return;
+        }
         // SAFETY: the bounds come from this database's epochs, where every
         // item was retired.
         unsafe {
@@ -475,4 +487,67 @@ pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     rec.unlock(t.without(Tid::LATEST));
     let label = shared.epochs.global();
     gc.tree.push_back((label, Garbage::record(c.rec)));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Database, Options};
+
+    /// The record the tree maps `key` to.
+    fn entry(db: &Database, w: &mut Worker, t: TableId, key: &[u8]) -> u64 {
+        w.pin();
+        // SAFETY: pinned just above.
+        let pin = unsafe { ReadPin::new() };
+        let v = db.shared.table(t).expect("table").tree.get(key, &pin).value;
+        w.unpin();
+        v.expect("key present")
+    }
+
+    /// Fig. 11's switches (Silo §5.7) change what they say: without
+    /// overwrites every update replaces the key's record; without GC the
+    /// replaced records are never freed; without the pool there are no
+    /// bins to recycle into.
+    #[test]
+    fn factor_switches_take_effect() {
+        for (overwrites, gc, pool) in [
+            (true, true, true),
+            (false, true, true),
+            (false, false, false),
+        ] {
+            let o = Options::default()
+                .epoch_interval(Duration::from_secs(3600))
+                .snapshots(false)
+                .overwrites(overwrites)
+                .gc(gc)
+                .record_pool(pool);
+            let db = Database::new(o).expect("database");
+            let t = db.open_table("t").expect("table");
+            let mut w = db.worker().expect("worker");
+            w.run(|tx| tx.put(t, b"k", b"v0")).expect("insert");
+            let first = entry(&db, &mut w, t, b"k");
+            for i in 1..=10u8 {
+                w.run(|tx| tx.put(t, b"k", &[b'v', i])).expect("update");
+            }
+            let last = entry(&db, &mut w, t, b"k");
+            assert_eq!(first == last, overwrites, "overwrites={overwrites}");
+            assert_eq!(w.core.pool.recycles(), pool, "record_pool={pool}");
+            let retired = w.core.gc.len();
+            assert_eq!(retired, if overwrites { 0 } else { 10 });
+            for _ in 0..4 {
+                db.tick_epoch_for_tests();
+            }
+            w.run(|tx| tx.get(t, b"k").map(|v| v.is_some()))
+                .expect("read");
+            let left = w.core.gc.len();
+            assert_eq!(left, if gc { 0 } else { retired }, "gc={gc}");
+            assert_eq!(
+                w.run(|tx| tx.get(t, b"k").map(|v| v.map(<[u8]>::to_vec)))
+                    .expect("read"),
+                Some(vec![b'v', 10])
+            );
+        }
+    }
 }

@@ -22,3 +22,29 @@ conformance_tests! {
     scans: yes,
     deletes: yes,
 }
+
+/// Silo with the switches of its factor analysis (Silo §5.7, Fig. 11) all
+/// off: a new record for every write (no overwrites), records from the
+/// global allocator (no per-worker pools), nothing freed (no GC), and old
+/// versions kept on every snapshot-crossing write, so the replace path
+/// links every superseded record for snapshots. Measurement modes must be
+/// as correct as the default.
+fn silo_factors_off() -> Database {
+    let o = Options::default()
+        .epoch_interval(Duration::from_millis(1))
+        .overwrites(false)
+        .record_pool(false)
+        .gc(false)
+        .snapshot_versions_idle_epochs(None);
+    Database::new(o).expect("database")
+}
+
+conformance_tests! {
+    silo_factors_off,
+    engine: silo_factors_off,
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}

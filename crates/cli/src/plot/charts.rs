@@ -320,6 +320,62 @@ pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
     })
 }
 
+/// Throughput of each configuration, a bar each, in the order the files
+/// first show it. A file's configuration is its `--label` where it has one,
+/// else what varies in its configuration; files of one configuration (and
+/// protocol) are rounds of the same measurement, and the bar is their
+/// median. With `explicit` false it is drawn only when some file has a
+/// label: the other charts show unlabelled files better.
+pub fn configs(runs: &[Run], explicit: bool) -> Result<Built, Unbuilt> {
+    let all: Vec<&Run> = runs.iter().collect();
+    if !explicit && !runs.iter().any(|r| r.label().is_some()) {
+        return Err(Unbuilt::Unsupported(
+            "no file has a label (bench --label); ask for it with --kind configs".into(),
+        ));
+    }
+    let labels = Labels::new(&all, Axis::None);
+    let mut order: Vec<String> = Vec::new();
+    let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        for p in &r.points {
+            let name = match r.label() {
+                Some(l) if r.points.len() > 1 => format!("{l} ({})", p.protocol),
+                Some(l) => l,
+                None => labels.of(r, &p.protocol),
+            };
+            if !values.contains_key(&name) {
+                order.push(name.clone());
+            }
+            values.entry(name).or_default().push(p.throughput_txn_per_s);
+        }
+    }
+    let stacks = order.iter().map(|n| vec![median(&values[n])]).collect();
+    let chart = BarChart {
+        title: format!("{}: throughput per configuration", benchmarks(&all)),
+        x_desc: "configuration".into(),
+        y_desc: "throughput (txn/s)".into(),
+        categories: order,
+        layers: vec!["median txn/s".into()],
+        stacks,
+    };
+    Ok(Built {
+        figure: Figure::Bars(vec![chart]),
+        notes: Vec::new(),
+    })
+}
+
+/// The median of `v` (not empty).
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
 /// The last segment of a dotted path.
 fn short_name(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
@@ -673,5 +729,45 @@ mod tests {
             Err(Unbuilt::Unsupported(m)) => assert!(m.contains("--breakdown"), "{m}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn configs_are_bars_in_file_order_with_median_rounds() {
+        let labelled = |name: &str, label: &str, tput: f64| {
+            let mut r = tpcc(name, "silo", 2, 1.0, tput);
+            r.doc["config"]["common"]["label"] = json!(label);
+            r
+        };
+        let runs = vec![
+            labelled("a", "Simple", 100.0),
+            labelled("b", "+Overwrites", 300.0),
+            labelled("c", "Simple", 140.0),
+            labelled("d", "+Overwrites", 200.0),
+            labelled("e", "Simple", 90.0),
+        ];
+        let Figure::Bars(b) = configs(&runs, false).unwrap().figure else {
+            panic!("configs is a bar chart")
+        };
+        assert_eq!(b[0].categories, ["Simple", "+Overwrites"]);
+        assert_eq!(b[0].stacks, vec![vec![100.0], vec![250.0]]);
+        // Unlabelled files: named by what varies, and skipped under `all`.
+        let plain = vec![
+            tpcc("a", "silo", 2, 1.0, 1.0),
+            tpcc("b", "silo", 2, 5.0, 2.0),
+        ];
+        assert!(matches!(
+            configs(&plain, false),
+            Err(Unbuilt::Unsupported(_))
+        ));
+        let Figure::Bars(b) = configs(&plain, true).unwrap().figure else {
+            panic!("configs is a bar chart")
+        };
+        assert_eq!(
+            b[0].categories,
+            [
+                "tpcc silo remote_item_pct=1.0",
+                "tpcc silo remote_item_pct=5.0"
+            ]
+        );
     }
 }

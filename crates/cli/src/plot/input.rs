@@ -134,7 +134,7 @@ pub struct Run {
     /// Where `threads` came from (e.g. `config.common.threads`).
     pub threads_field: String,
     pub points: Vec<Point>,
-    doc: Value,
+    pub(super) doc: Value,
 }
 
 impl Run {
@@ -211,6 +211,15 @@ impl Run {
             leaves("config", c, &mut out);
         }
         out
+    }
+
+    /// The run's `--label` (`config.common.label` or `config.label`), if
+    /// it has one.
+    pub fn label(&self) -> Option<String> {
+        ["config.common.label", "config.label"]
+            .iter()
+            .find_map(|p| lookup(&self.doc, p).and_then(Value::as_str))
+            .map(str::to_string)
     }
 
     /// The file name without directories, for messages and labels.
