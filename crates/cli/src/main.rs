@@ -6,6 +6,7 @@ mod index_bench;
 mod inspect;
 mod plot;
 mod protocol;
+mod queue;
 mod recover;
 mod report;
 mod reproduce;
@@ -102,6 +103,14 @@ enum Bench {
     /// setting overridable. Example:
     /// granary bench ycsb-mix --preset bohm-2rmw8r --theta 0 --threads 2 --seconds 10 --json out.json
     YcsbMix(ycsb_mix::YcsbMixArgs),
+    /// A queue per thread: each transaction appends an item at its queue's
+    /// tail and removes the one at its head (TPC-C's new-order table in
+    /// miniature), so the table keeps its size while its keys move on.
+    /// Reports the resident memory in each second against the live items'
+    /// bytes, and checks afterwards that each queue holds exactly its
+    /// items. Example:
+    /// granary bench queue --threads 2 --live 100000 --seconds 10 --json out.json
+    Queue(queue::QueueArgs),
     /// Time recovery of a durable database directory (SiloR §5) and
     /// compare it with just reading the bytes recovery reads; reports GB/s
     /// of checkpoint and log, and the CPU time recovery took (how many
@@ -127,6 +136,7 @@ fn main() {
         Cmd::Bench(Bench::Tpcc(a)) => bench::tpcc(a).map(|_| ()),
         Cmd::Bench(Bench::Smallbank(a)) => smallbank::run(a).map(|_| ()),
         Cmd::Bench(Bench::YcsbMix(a)) => ycsb_mix::run(a).map(|_| ()),
+        Cmd::Bench(Bench::Queue(a)) => queue::run(a).map(|_| ()),
         Cmd::Check(a) => match check::run(a) {
             Ok(0) => Ok(()),
             Ok(_) => std::process::exit(1),

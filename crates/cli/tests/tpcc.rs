@@ -60,8 +60,7 @@ fn silo_switches_are_refused_where_they_cannot_apply() {
 
 #[test]
 fn a_labelled_factor_run_records_its_label_and_switches() {
-    let dir = std::env::temp_dir().join(format!("granary-tpcc-label-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("tpcc", "label");
     let json = dir.join("r.json");
     let o = granary(&[
         "bench",

@@ -176,6 +176,9 @@ pub struct RunReport {
     pub elapsed_s: f64,
     /// Completed transactions in each second of the measured period.
     pub per_second: Vec<u64>,
+    /// Resident set size at the end of each second of the measured
+    /// period, bytes (Linux; empty elsewhere).
+    pub rss_per_second: Vec<u64>,
     pub types: Vec<TypeReport>,
     pub latency_us: Latency,
     /// The latency distribution of all types together, as
@@ -595,6 +598,7 @@ pub fn run<W: Workload, E: Engine>(
     let durable = engine.durable_epoch().is_some();
     let log_bytes_at = std::sync::Mutex::new((0u64, 0u64));
     type ThreadOut = Result<(Tally, u64), Error>;
+    let mut rss_per_second = Vec::new();
     let (results, per_second, elapsed): (Vec<ThreadOut>, Vec<u64>, f64) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.threads)
             .map(|id| {
@@ -694,6 +698,9 @@ pub fn run<W: Workload, E: Engine>(
             ok = sleep_until(m0 + Duration::from_secs_f64(next));
             let now = sum();
             per_second.push(now - last);
+            if let (rss @ 1.., _) = rss() {
+                rss_per_second.push(rss);
+            }
             last = now;
             next += 1.0;
         }
@@ -771,6 +778,7 @@ pub fn run<W: Workload, E: Engine>(
         aborts,
         elapsed_s: elapsed,
         per_second,
+        rss_per_second,
         types: type_reports,
         latency_us: Latency::of(&all),
         latency_cdf_us: cdf(&all),

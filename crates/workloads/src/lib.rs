@@ -20,6 +20,7 @@
 pub mod check;
 pub mod driver;
 pub mod fence;
+pub mod queue;
 pub mod record;
 pub mod replay;
 pub mod rng;

@@ -1,0 +1,71 @@
+//! `granary bench queue`: a queue per thread, each transaction pushing an
+//! item at the tail and popping the one at the head (TPC-C's new-order
+//! table in miniature), with the resident set size in each second, to
+//! show what deletes leave behind in memory.
+
+use clap::Args;
+use granary_workloads::driver::RunReport;
+use granary_workloads::queue::{self, Queue, QueueConfig, MAX_QUEUES};
+use serde::Serialize;
+
+use crate::bench::{drive, CommonArgs};
+use crate::protocol::WorkloadInfo;
+
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Items in each thread's queue, at load and after every transaction.
+    #[arg(long, default_value_t = 100_000)]
+    pub live: u64,
+    /// Value size in bytes (at least 8: each value starts with its item's
+    /// sequence number).
+    #[arg(long, default_value_t = 100)]
+    pub value_bytes: usize,
+}
+
+pub fn run(a: QueueArgs) -> Result<RunReport, String> {
+    let threads = a.common.threads;
+    if threads > MAX_QUEUES {
+        return Err(format!(
+            "--threads {threads}: a queue per thread, and at most {MAX_QUEUES} queues"
+        ));
+    }
+    let cfg = QueueConfig {
+        queues: threads.max(1),
+        live: a.live,
+        value_bytes: a.value_bytes,
+    };
+    Queue::new(cfg.clone()).map_err(|e| match e {
+        granary_api::Error::InvalidOption(m) if m.starts_with("live") => {
+            format!("--live: {m}")
+        }
+        granary_api::Error::InvalidOption(m) if m.starts_with("value") => {
+            format!("--value-bytes: {m}")
+        }
+        e => e.to_string(),
+    })?;
+    let info = WorkloadInfo::partitioned("bench queue", queue::partitioning())
+        .partition_values(cfg.queues)
+        .procedures(
+            false,
+            "each transaction's keys follow from its thread's committed ones; \
+             submitted procedures would need the queue's head tracked in flight",
+        );
+    let make = |_| Queue::new(cfg.clone()).map_err(|e| e.to_string());
+    let r = drive("queue", make, info, &a.common, &a)?;
+    let live = cfg.live_bytes() as f64;
+    let mib = |b: f64| b / (1u64 << 20) as f64;
+    if let (Some(&first), Some(&last)) = (r.rss_per_second.first(), r.rss_per_second.last()) {
+        println!(
+            "  queue memory: live items {:.1} MiB; resident {:.1} MiB after the first measured \
+             second, {:.1} MiB after the last ({:.1}× the live items, {:+.1} MiB in between)",
+            mib(live),
+            mib(first as f64),
+            mib(last as f64),
+            last as f64 / live,
+            mib(last as f64) - mib(first as f64)
+        );
+    }
+    Ok(r)
+}
