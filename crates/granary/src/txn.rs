@@ -930,9 +930,14 @@ impl<'w> Transaction<'w> {
                 let new_word = commit.with(Tid::LATEST | Tid::ABSENT);
                 rec.unlock(new_word);
                 // Unhook from the tree once no snapshot can need it (§4.9).
+                // Outside the copy window no snapshot reader can need the
+                // key's past (none may run over epoch `e`, and the delete
+                // kept no old version), so it waits only for regular
+                // readers.
+                let versioned = shared.options.snapshots && shared.epochs.copying(e);
                 w.gc.cleanup.push_back(Cleanup {
-                    label: if shared.options.snapshots { snap(e) } else { e },
-                    snapshot: shared.options.snapshots,
+                    label: if versioned { snap(e) } else { e },
+                    snapshot: versioned,
                     table: we.table.0,
                     key: range(we.key).into(),
                     rec: NonNull::from(rec),
