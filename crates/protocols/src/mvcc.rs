@@ -53,6 +53,7 @@
 //! reader is never missed) order a store in one thread before a load in
 //! another, which only a total order gives.
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,7 +67,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
-use crate::reclaim::{retire_all, Pin};
+use crate::reclaim::{retire_all, retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
 use crate::value::Tail;
@@ -87,6 +88,12 @@ pub const MAX_WORKERS: usize = 1024;
 const INF: u64 = (1 << 63) - 1;
 /// A field holding a transaction reference rather than a timestamp.
 const REF: u64 = 1 << 63;
+/// The end of a deletion whose key has left the tree (`unhook_due`): as a
+/// timestamp it is later than any, so the deletion stays visible to
+/// readers still on the chain, and it is not `INF`, so no writer can
+/// claim it; validation fails a read of it (a new chain may hold a newer
+/// version of the key).
+const DEAD: u64 = INF - 1;
 const SLOT_BITS: u32 = 10;
 
 fn txref(slot: usize, seq: u64) -> u64 {
@@ -288,6 +295,7 @@ impl Engine for Mvcc {
                 stats: Stats::default(),
                 backoff: Backoff::new(),
                 last_end: 0,
+                unhook: VecDeque::new(),
             },
         })
     }
@@ -313,6 +321,9 @@ struct Books {
     /// The pause before retrying after a conflict.
     backoff: Backoff,
     last_end: u64,
+    /// Committed deletions, oldest first, waiting for every reader to
+    /// pass them.
+    unhook: VecDeque<Unhook>,
 }
 
 // SAFETY: the raw pointers in `State` point at shared,
@@ -334,7 +345,20 @@ struct State {
     /// Versions written: (chain, new version, the version it superseded).
     writes: Vec<(usize, usize, usize)>,
     nodes: Vec<(LeafRef, u64)>,
+    /// Keys this transaction deleted: (table, key, chain).
+    deletes: Vec<(TableId, Box<[u8]>, usize)>,
     batch: Batch,
+}
+
+/// A committed deletion whose key leaves the tree once every reader
+/// sees it (`unhook_due`).
+struct Unhook {
+    table: TableId,
+    key: Box<[u8]>,
+    chain: usize,
+    /// The deletion's version and its commit timestamp.
+    version: usize,
+    ts: u64,
 }
 
 /// A transaction in progress.
@@ -483,12 +507,32 @@ impl Books {
             tx.finish(false, 0);
             Ok(None)
         };
+        if let Ok(Some(e)) = r {
+            for (table, key, chain) in tx.st.deletes.drain(..) {
+                // The chain's newest version of ours (a later write of the
+                // key, or a regrown version, replaced the first).
+                if let Some(&(_, version, _)) = tx.st.writes.iter().rev().find(|w| w.0 == chain) {
+                    self.unhook.push_back(Unhook {
+                        table,
+                        key,
+                        chain,
+                        version,
+                        ts: e,
+                    });
+                }
+            }
+        }
+        tx.st.deletes.clear();
         tx.st.reads.clear();
         tx.st.writes.clear();
         tx.st.nodes.clear();
-        tx.db.slots[tx.slot].begin.store(INF, Ordering::SeqCst);
+        let db = tx.db;
+        db.slots[tx.slot].begin.store(INF, Ordering::SeqCst);
         drop(tx);
         self.seq += 1;
+        if self.unhook.front().is_some_and(|u| u.ts < self.oldest) {
+            unhook_due(db, &mut self.unhook, self.oldest);
+        }
         match r {
             Ok(Some(_)) => {
                 self.stats.commits += 1;
@@ -627,6 +671,69 @@ fn oldest_reader(db: &Shared) -> u64 {
         .fold(now, u64::min)
 }
 
+/// Take out of the tree the keys of the deletions in `q` that committed
+/// before `oldest` (every active transaction, and every later one, sees
+/// them): a deleted key otherwise keeps its chain, its tombstone and its
+/// tree entry for good, and a delete-heavy run grows without bound. A
+/// deletion still on top of its chain gets the end `DEAD` by the same
+/// compare-and-swap a writer uses to claim it, so either a writer
+/// supersedes it (and the key stays) or no writer ever can; then the key
+/// leaves the tree and the chain is retired whole. A reader or writer
+/// still on the chain sees the deletion (key absent); a writer's claim
+/// fails and its transaction retries on a fresh chain; validation fails
+/// a read of a `DEAD` deletion (see [`DEAD`]).
+fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
+    let g = crossbeam_epoch::pin();
+    let mut garbage = Vec::new();
+    while q.front().is_some_and(|u| u.ts < oldest) {
+        let u = q.pop_front().expect("front");
+        let Ok(tree) = db.tables.get(u.table) else {
+            continue;
+        };
+        // Dereference the chain only if the tree still maps the key to it:
+        // then it is reachable, hence alive, while we are pinned.
+        if tree.get(&u.key, &Pin(&g)).value != Some(u.chain as u64) {
+            continue;
+        }
+        // SAFETY: reachable from the tree while pinned (above).
+        let chain = unsafe { &*(u.chain as *const Chain) };
+        let head = chain.head.load(Ordering::Acquire);
+        if head as usize != u.version {
+            // Written again since.
+            continue;
+        }
+        // SAFETY: reachable from the chain while pinned.
+        let tomb = unsafe { &*head };
+        // Still the deletion, committed: the same transaction may have
+        // written the key again after deleting it (its one version then
+        // holds a value), and a version's begin is its commit timestamp.
+        // SAFETY: committed, so its value no longer changes.
+        if unsafe { tomb.value() }.is_some()
+            || tomb.begin.load(Ordering::Acquire) != u.ts
+            || tomb
+                .end
+                .compare_exchange(INF, DEAD, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            continue;
+        }
+        let removed = tree.remove_if(&u.key, u.chain as u64, &mut Pin(&g));
+        debug_assert!(removed.is_some(), "only the DEAD claimant removes");
+        let mut v = head;
+        while !v.is_null() {
+            garbage.push(v as usize);
+            // SAFETY: the chain is ours alone now (no writer can claim
+            // it); its versions are alive while we are pinned.
+            v = unsafe { &*v }.prev.load(Ordering::Acquire);
+        }
+        // SAFETY: out of the tree, so unreachable for threads that pin
+        // from now on; retired once (only the DEAD claimant gets here).
+        unsafe { retire_box(&g, u.chain as *mut Chain) };
+    }
+    // SAFETY: as for the chains.
+    unsafe { retire_versions(&g, garbage) };
+}
+
 /// Cut `chain`'s versions below the first one, from `from` down, that
 /// began before `oldest` (every active transaction sees it or a newer
 /// one), and add them to `garbage` (to be retired together).
@@ -746,7 +853,9 @@ impl<'r> Txn<'r> {
         let tree = db.tables.get(t)?;
         let l = tree.get(key, &Pin(&self.guard));
         if let Some(c) = l.value {
-            // SAFETY: chains live as long as the database.
+            // SAFETY: reachable from the tree while pinned; a chain is
+            // retired through the epoch only once its key has left the
+            // tree (`unhook_due`), so it outlives this transaction.
             return Ok(Some(unsafe { &*(c as *const Chain) }));
         }
         if !create {
@@ -845,6 +954,11 @@ impl<'r> Txn<'r> {
                 if !unsafe { h.overwrite(value) } {
                     self.regrow(chain, head, value);
                 }
+                if value.is_none() {
+                    self.st
+                        .deletes
+                        .push((t, key.into(), chain as *const Chain as usize));
+                }
                 return Ok(existed);
             }
         }
@@ -903,6 +1017,7 @@ impl<'r> Txn<'r> {
                 return Err(TxError::Conflict(AbortReason::WriteConflict));
             }
         }
+        let deleting = value.is_none() && modify.is_none();
         let v = match modify {
             Some(f) => {
                 let v = new_version(self.me, head, seen_value);
@@ -929,6 +1044,11 @@ impl<'r> Txn<'r> {
         self.st
             .writes
             .push((chain as *const Chain as usize, v as usize, head as usize));
+        if deleting {
+            self.st
+                .deletes
+                .push((t, key.into(), chain as *const Chain as usize));
+        }
         Ok(existed)
     }
 
@@ -1015,7 +1135,8 @@ impl<'r> Txn<'r> {
             if own {
                 continue;
             }
-            // SAFETY: chains live as long as the database.
+            // SAFETY: we reached it while pinned, and still are (see
+            // `chain`).
             let chain = unsafe { &*(chain as *const Chain) };
             // What is valid at our end time, looking past our own writes:
             // it must be what we read.
@@ -1025,6 +1146,15 @@ impl<'r> Txn<'r> {
             };
             if now as usize != seen {
                 return Err(AbortReason::ReadValidation);
+            }
+            // A deletion whose key has left the tree since: a new chain
+            // may hold a newer version, which this chain cannot show.
+            if seen != 0 {
+                // SAFETY: a version we read is alive while we are pinned.
+                let v = unsafe { &*(seen as *const Version) };
+                if v.end.load(Ordering::Acquire) == DEAD {
+                    return Err(AbortReason::ReadValidation);
+                }
             }
         }
         Ok(())
@@ -1194,7 +1324,7 @@ impl Tx for Txn<'_> {
                 break Ok(());
             }
             for (k, c) in batch.iter() {
-                // SAFETY: chains live as long as the database.
+                // SAFETY: read from the tree while pinned (see `chain`).
                 let chain = unsafe { &*(c as *const Chain) };
                 let v = match self.visible(chain, self.rt) {
                     Ok(v) => v,
@@ -1228,7 +1358,7 @@ mod tests {
         let g = crossbeam_epoch::pin();
         let tree = db.0.tables.get(t).unwrap();
         let c = tree.get(key, &Pin(&g)).value.unwrap() as *const Chain;
-        // SAFETY: pinned; chains live as long as the database.
+        // SAFETY: reached from the tree while pinned.
         let mut v = unsafe { &*c }.head.load(Ordering::Acquire);
         let mut n = 0;
         while !v.is_null() {
@@ -1237,6 +1367,106 @@ mod tests {
             v = unsafe { &*v }.prev.load(Ordering::Acquire);
         }
         n
+    }
+
+    /// Keys in `t`'s tree (chains, whatever their versions).
+    fn tree_keys(db: &Shared, t: TableId) -> usize {
+        let g = crossbeam_epoch::pin();
+        let mut n = 0;
+        let tree = db.tables.get(t).unwrap();
+        tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            &Pin(&g),
+            |_, _| {},
+            |_, _| {
+                n += 1;
+                true
+            },
+        );
+        n
+    }
+
+    /// A deleted key leaves the tree, chain and versions, once every
+    /// reader sees the deletion: a queue of 100k pushes and pops leaves
+    /// only the live items (it kept a tombstone per key, for good).
+    #[test]
+    fn deleted_keys_leave_the_tree() {
+        for iso in [Isolation::Serializable, Isolation::Snapshot] {
+            let db = Mvcc::new(iso);
+            let t = db.create_table("t").unwrap();
+            let mut w = db.runner().unwrap();
+            let live = 100u64;
+            for k in 0..100_000u64 {
+                w.try_run(|tx| {
+                    tx.insert(t, &k.to_be_bytes(), b"item")?;
+                    if k >= live {
+                        assert!(tx.delete(t, &(k - live).to_be_bytes())?);
+                    }
+                    Ok(())
+                })
+                .unwrap()
+                .unwrap();
+            }
+            // Enough transactions for the reader bound to move past the
+            // last deletions.
+            for _ in 0..2 * SCAN_EVERY {
+                w.try_run(|_| Ok(())).unwrap().unwrap();
+            }
+            assert_eq!(
+                tree_keys(&db.0, t),
+                live as usize,
+                "{iso:?}: keys left in the tree"
+            );
+            let left = w
+                .try_run(|tx| {
+                    let mut n = 0;
+                    tx.scan(
+                        t,
+                        Bound::Unbounded,
+                        Bound::Unbounded,
+                        usize::MAX,
+                        false,
+                        |_, _| {
+                            n += 1;
+                            true
+                        },
+                    )?;
+                    Ok(n)
+                })
+                .unwrap()
+                .unwrap();
+            assert_eq!(left, live);
+        }
+    }
+
+    /// A serializable reader that saw a deletion whose key then left the
+    /// tree and was inserted again (on a new chain, committed before the
+    /// reader's end) must fail validation: its read is stale, and the old
+    /// chain cannot show it.
+    #[test]
+    fn a_read_of_an_unhooked_deletion_fails_validation() {
+        let db = Mvcc::new(Isolation::Serializable);
+        let t = db.create_table("t").unwrap();
+        let (mut r, mut w) = (db.runner().unwrap(), db.runner().unwrap());
+        w.try_run(|tx| tx.insert(t, b"k", b"1")).unwrap().unwrap();
+        assert!(w.try_run(|tx| tx.delete(t, b"k")).unwrap().unwrap());
+        let out = r
+            .try_run(|tx| {
+                assert_eq!(tx.get(t, b"k")?, None);
+                // Meanwhile the deleter's books move past the deletion
+                // (this reader's read time is above it), the key leaves
+                // the tree, and is inserted again.
+                for _ in 0..2 * SCAN_EVERY {
+                    w.try_run(|_| Ok(())).unwrap().unwrap();
+                }
+                assert_eq!(tree_keys(tx.db, t), 0, "the deletion was unhooked");
+                w.try_run(|tx2| tx2.insert(t, b"k", b"2")).unwrap().unwrap();
+                tx.put(t, b"other", b"x")
+            })
+            .unwrap();
+        assert_eq!(out, Err(AbortReason::ReadValidation));
     }
 
     /// Ten versions cut per transaction, each retired on its own, outran

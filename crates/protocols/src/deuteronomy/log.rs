@@ -815,12 +815,23 @@ mod log_tests {
             "not reused while a pinned thread might still read it"
         );
         drop(g);
-        let lsn = (0..10_000)
-            .find_map(|_| {
-                crossbeam_epoch::pin().flush();
-                log.append(&[9; 10]).ok()
-            })
-            .expect("reused after the grace period");
+        // The grace period ends once every thread pinned on crossbeam's
+        // global collector has moved on, and other tests of this process
+        // pin it too: wait for it by time, not by a count of tries (10,000
+        // tries failed once while the MVCC tests ran beside it).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let lsn = std::iter::from_fn(|| {
+            crossbeam_epoch::pin().flush();
+            let got = log.append(&[9; 10]).ok();
+            if got.is_none() {
+                std::thread::yield_now();
+            }
+            Some(got)
+        })
+        .take_while(|_| std::time::Instant::now() < deadline)
+        .flatten()
+        .next()
+        .expect("reused after the grace period");
         assert_eq!(lsn >> 32, 3, "under the next sequence number");
         assert_eq!(log.buffers(), 3, "no new buffer made");
         // SAFETY: appended.
