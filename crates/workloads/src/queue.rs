@@ -64,6 +64,8 @@ impl QueueConfig {
 }
 
 /// A queue per thread; each transaction pushes one item and pops one.
+/// Drive it with at most [`QueueConfig::queues`] threads (a thread past
+/// them panics: two threads on one queue would pop each other's items).
 ///
 /// **Invariant** (checked after each run): queue `q` holds exactly the
 /// items `head_q..head_q + live`, each with its value, where `head_q` is
@@ -161,7 +163,11 @@ impl Workload for Queue {
     }
 
     fn thread(&self, id: usize, threads: usize, _seed: u64) -> QueueThread {
-        debug_assert!(threads <= self.cfg.queues, "a queue per thread");
+        assert!(
+            id < self.cfg.queues,
+            "queue: a queue per driver thread, but thread {id} of {threads} and {} queues",
+            self.cfg.queues
+        );
         QueueThread {
             q: id,
             head: self.heads()[id],
