@@ -27,6 +27,7 @@ use ab_glyph::FontRef;
 use clap::{Args, ValueEnum};
 use plotters::style::{register_font, FontStyle};
 
+pub use charts::median;
 use charts::{Built, Unbuilt};
 pub use input::lookup;
 use input::Run;

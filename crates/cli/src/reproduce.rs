@@ -730,7 +730,7 @@ fn experiments() -> Vec<Experiment> {
             x: None,
             verdict: |runs, _| {
                 let med = |label: &str| {
-                    let mut v: Vec<f64> = runs
+                    let v: Vec<f64> = runs
                         .iter()
                         .filter(|r| {
                             plot::lookup(r, "config.common.label").and_then(Value::as_str)
@@ -738,9 +738,7 @@ fn experiments() -> Vec<Experiment> {
                         })
                         .filter_map(|r| num(r, "throughput_txn_per_s"))
                         .collect();
-                    v.sort_by(f64::total_cmp);
-                    let n = v.len();
-                    (n > 0).then(|| (v[(n - 1) / 2] + v[n / 2]) / 2.0)
+                    (!v.is_empty()).then(|| plot::median(&v))
                 };
                 let m: Vec<Option<f64>> = FIG11.iter().map(|(l, _)| med(l)).collect();
                 let Some(m) = m.into_iter().collect::<Option<Vec<f64>>>() else {

@@ -710,6 +710,8 @@ fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
         // SAFETY: committed, so its value no longer changes.
         if unsafe { tomb.value() }.is_some()
             || tomb.begin.load(Ordering::Acquire) != u.ts
+            // AcqRel/Acquire: the same claim as a writer's (`write`),
+            // ordered against it.
             || tomb
                 .end
                 .compare_exchange(INF, DEAD, Ordering::AcqRel, Ordering::Acquire)
@@ -1152,6 +1154,7 @@ impl<'r> Txn<'r> {
             if seen != 0 {
                 // SAFETY: a version we read is alive while we are pinned.
                 let v = unsafe { &*(seen as *const Version) };
+                // Acquire: as every read of an end field (`visible`).
                 if v.end.load(Ordering::Acquire) == DEAD {
                     return Err(AbortReason::ReadValidation);
                 }

@@ -364,8 +364,9 @@ pub fn configs(runs: &[Run], explicit: bool) -> Result<Built, Unbuilt> {
     })
 }
 
-/// The median of `v` (not empty).
-fn median(v: &[f64]) -> f64 {
+/// The median of `v` (not empty; the mean of the middle two of an even
+/// count).
+pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
