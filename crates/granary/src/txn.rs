@@ -1127,7 +1127,9 @@ fn validate(st: &TxState, locked: bool, reads: bool) -> Result<(), AbortReason> 
         }
     }
     for n in &st.node_set {
-        // SAFETY: the table (and so its tree's leaves) outlives the worker.
+        // SAFETY: the worker has been pinned since the leaf was read (an
+        // unlinked leaf is freed only after every worker pinned then has
+        // unpinned).
         if unsafe { n.leaf.version() } != n.version {
             return Err(AbortReason::NodeValidation);
         }

@@ -27,6 +27,9 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cmp::Ordering;
 use std::ptr::NonNull;
 
+use crate::node::{Inner, Leaf};
+use crate::sync::Ordering::Relaxed;
+
 /// The largest `info` value that is a length rather than a pointer.
 pub(crate) const INLINE_MAX: u64 = 8;
 
@@ -222,19 +225,43 @@ pub(crate) unsafe fn compare_tie(info: u64, k: &[u8], p: usize) -> Ordering {
     tail(stored, p).cmp(tail(k, p))
 }
 
-/// An opaque piece of index memory (a removed key's heap copy) handed to a
+/// An opaque piece of index memory unlinked from a tree — a removed key's
+/// heap copy, or an emptied leaf or childless inner node — handed to a
 /// [`Guard`](crate::Guard) to be freed once no reader can still see it.
+/// One word: the address, with what it is in its low bits (every kind is
+/// at least 8-aligned).
 #[derive(Debug)]
-#[must_use = "a retired key leaks unless it is reclaimed"]
-pub struct Retired(NonNull<KeyBox>);
+#[must_use = "retired index memory leaks unless it is reclaimed"]
+pub struct Retired(NonNull<u8>);
 
-// SAFETY: a Retired is an owned, immutable allocation; any thread may free it.
+// SAFETY: a Retired is an owned allocation no thread may use any more;
+// any thread may free it.
 unsafe impl Send for Retired {}
+
+const KIND: usize = 7;
+const KEY: usize = 0;
+const LEAF: usize = 1;
+const INNER: usize = 2;
+const _: () = assert!(
+    std::mem::align_of::<KeyBox>() > KIND
+        && std::mem::align_of::<Leaf>() > KIND
+        && std::mem::align_of::<Inner>() > KIND
+);
 
 impl Retired {
     pub(crate) fn new(info: u64) -> Option<Retired> {
         (info > INLINE_MAX)
-            .then(|| Retired(NonNull::new(box_of(info) as *mut KeyBox).expect("non-null")))
+            .then(|| Retired(NonNull::new(box_of(info) as *mut u8).expect("non-null")))
+    }
+
+    /// An unlinked leaf (entries empty; its fence key goes with it).
+    pub(crate) fn leaf(p: NonNull<Leaf>) -> Retired {
+        Retired(p.cast::<u8>().map_addr(|a| a | LEAF))
+    }
+
+    /// An unlinked inner node (its children are not freed with it).
+    pub(crate) fn inner(p: NonNull<Inner>) -> Retired {
+        Retired(p.cast::<u8>().map_addr(|a| a | INNER))
     }
 
     /// Free the memory.
@@ -243,10 +270,30 @@ impl Retired {
     /// No thread may still be inside an operation that started before this
     /// value was retired (the epoch grace period has passed).
     pub unsafe fn reclaim(self) {
-        let p = self.0.as_ptr();
-        // SAFETY: the pointer came from `make_stored`; the caller vouches for
-        // the grace period.
-        unsafe { dealloc(p as *mut u8, keybox_layout((*p).len)) }
+        let kind = self.0.addr().get() & KIND;
+        let p = self.0.as_ptr().map_addr(|a| a & !KIND);
+        // SAFETY: each pointer came from `make_stored` or a node's `Box`,
+        // was unlinked before it was retired, and is retired once; the
+        // caller vouches for the grace period.
+        unsafe {
+            match kind {
+                KEY => {
+                    let b = p as *mut KeyBox;
+                    dealloc(p, keybox_layout((*b).len))
+                }
+                LEAF => {
+                    let leaf = Box::from_raw(p as *mut Leaf);
+                    debug_assert_eq!(leaf.header.count.load(Relaxed), 0);
+                    if let Some((_, info)) = leaf.low() {
+                        free_stored(info);
+                    }
+                }
+                _ => {
+                    debug_assert_eq!(kind, INNER);
+                    drop(Box::from_raw(p as *mut Inner));
+                }
+            }
+        }
     }
 }
 

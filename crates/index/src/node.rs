@@ -69,13 +69,15 @@ impl Header {
 #[repr(C, align(64))]
 pub(crate) struct Leaf {
     pub header: Header,
-    /// Right sibling. Leaves split to the right and are never merged, so
-    /// following `next` never skips a key that a validated read of this
-    /// leaf did not already contain.
+    /// Right sibling. Leaves split to the right, and an emptied leaf is
+    /// unlinked by pointing its left neighbour past it (both locked, both
+    /// versions changed), so following a validated `next` never skips a
+    /// key that a validated read of this leaf did not already contain.
     pub next: AtomicPtr<Leaf>,
     /// The leaf's lower fence key (slice, info), immutable; [`NO_FENCE`]
-    /// for the leftmost leaf (read it through [`Leaf::low`]).
-    /// leftmost leaf. A leaf's range only ever shrinks from the right.
+    /// for the leftmost leaf (read it through [`Leaf::low`]). A leaf's
+    /// range shrinks from the right when it splits and grows to the right
+    /// when its right neighbour is unlinked; its low end never moves.
     low: (u64, u64),
     // Slices and values first: a lookup of a short key never touches
     // `infos` unless two slices tie.
@@ -87,8 +89,10 @@ pub(crate) struct Leaf {
 #[repr(C, align(64))]
 pub(crate) struct Inner {
     pub header: Header,
-    /// Separators borrow their bytes from the lower fence of the leaf that
-    /// was split off when they were made: immortal while the tree lives.
+    /// Separators borrow their bytes from a leaf's lower fence: separator
+    /// `i` is the fence of the leftmost leaf under child `i + 1` (a split
+    /// makes it so, inner splits move it up, an unlink replaces it), so
+    /// it lives while that leaf does.
     pub slices: [AtomicU64; INNER_WIDTH],
     pub children: [AtomicPtr<Header>; INNER_WIDTH + 1],
     pub infos: [AtomicU64; INNER_WIDTH],

@@ -2,13 +2,16 @@
 //! `lock()` / `unlock()` protocol over one `u64`.
 //!
 //! ```text
-//!  63                                              1   0
-//! +-------------------------------------------------+---+
-//! |                 change counter                  | L |
-//! +-------------------------------------------------+---+
+//!  63  62                                          1   0
+//! +---+---------------------------------------------+---+
+//! | D |               change counter                | L |
+//! +---+---------------------------------------------+---+
 //! ```
 //!
-//! `L` is the writer lock. Every unlock that follows a change to the node's
+//! `L` is the writer lock. `D` marks a node unlinked from its tree (an
+//! emptied leaf, or an inner node left without children, freed after the
+//! grace period): it never clears, and a version with it never validates,
+//! so a reader that reached the node through a stale pointer restarts. Every unlock that follows a change to the node's
 //! key set or structure adds 2 (one counter step), so a reader that saw an
 //! unlocked version `v`, read the node, and then sees `v` again knows that
 //! what it read was a consistent state of the node (a seqlock). Readers never
@@ -18,7 +21,15 @@ use crate::sync::{fence, spin, AtomicU64, Ordering};
 
 const LOCK: u64 = 1;
 const STEP: u64 = 2;
+const DELETED: u64 = 1 << 63;
 const _: () = assert!(LOCK & STEP == 0 && STEP == LOCK << 1);
+
+/// Whether version `v` (from [`NodeVersion::stable`] or
+/// [`NodeVersion::load`]) is that of an unlinked node.
+#[inline(always)]
+pub fn is_deleted(v: u64) -> bool {
+    v & DELETED != 0
+}
 
 /// A node's version word (see the module docs for the bit layout).
 #[derive(Debug)]
@@ -62,22 +73,27 @@ impl NodeVersion {
         self.0.load(Ordering::Acquire)
     }
 
-    /// True if the node changed (or is locked) since `stable()` returned `v`.
-    /// Call it after the optimistic reads it protects.
+    /// True if the node changed (or is locked) since `stable()` returned `v`,
+    /// or `v` is the version of an unlinked node (what was read there is
+    /// no longer the tree's). Call it after the optimistic reads it
+    /// protects.
     #[inline]
     pub fn has_changed(&self, v: u64) -> bool {
         // Acquire fence: orders the (Relaxed) reads of node fields before
         // this re-load; pairs with the Release fence in `try_lock`, so if any
         // of those reads saw a writer's store, this load sees its lock.
         fence(Ordering::Acquire);
-        self.0.load(Ordering::Relaxed) != v
+        self.0.load(Ordering::Relaxed) != v || is_deleted(v)
     }
 
     /// Lock the node if it is still at version `v` (an upgrade from an
-    /// optimistic read). Returns false if the node changed.
+    /// optimistic read). Returns false if the node changed or is unlinked.
     #[inline]
     pub fn try_lock(&self, v: u64) -> bool {
         debug_assert!(v & LOCK == 0);
+        if is_deleted(v) {
+            return false;
+        }
         // Acquire: pairs with the Release store in `unlock` of the previous
         // writer, so we see its writes before modifying the node.
         let ok = self
@@ -94,7 +110,8 @@ impl NodeVersion {
     }
 
     /// Lock the node, spinning while another writer holds it. Returns the
-    /// version it had just before locking.
+    /// version it had just before locking. Never returns for an unlinked
+    /// node: the tree itself locks only with [`NodeVersion::try_lock`].
     #[inline]
     pub fn lock(&self) -> u64 {
         loop {
@@ -114,6 +131,18 @@ impl NodeVersion {
         // Release: pairs with the Acquire loads in `stable` / `try_lock`.
         self.0.store(new, Ordering::Release);
         new
+    }
+
+    /// Unlock a node just unlinked from its tree: the counter advances and
+    /// the deleted mark is set for good, so no version read before or
+    /// after validates or locks again.
+    #[inline]
+    pub fn unlock_deleted(&self) {
+        let v = self.0.load(Ordering::Relaxed);
+        debug_assert!(v & LOCK != 0);
+        let new = ((v & !LOCK).wrapping_add(STEP)) | DELETED;
+        // Release: pairs with the Acquire loads in `stable` / `try_lock`.
+        self.0.store(new, Ordering::Release);
     }
 
     /// Unlock without advancing the counter: for changes that keep the key

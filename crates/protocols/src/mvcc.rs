@@ -1121,7 +1121,8 @@ impl<'r> Txn<'r> {
 
     fn validate(&self, e: u64) -> Result<(), AbortReason> {
         for &(leaf, v) in &self.st.nodes {
-            // SAFETY: leaves live as long as their tree.
+            // SAFETY: `self.guard` has pinned us since the leaf was read (an
+            // unlinked leaf is freed only after the grace period).
             if unsafe { leaf.version() } != v {
                 return Err(AbortReason::NodeValidation);
             }

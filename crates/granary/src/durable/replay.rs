@@ -495,7 +495,9 @@ pub(crate) enum Near<'a, 't> {
     Cursor(&'a mut Cursor<'t>),
     /// A log's keys: looked up first (a key already present costs no
     /// allocation), starting from the leaf the table's previous lookup
-    /// ended in, which this then holds. A transaction's writes to one
+    /// ended in, which this then holds. (The leaf is kept from one pin to
+    /// the next: safe only because no key is removed while logs replay,
+    /// so no leaf is unlinked.) A transaction's writes to one
     /// table often come in runs of neighbouring keys (an order's lines),
     /// so nearly half of a TPC-C log's writes skip the descent.
     Leaf(&'a mut Option<LeafRef>),
@@ -552,7 +554,12 @@ pub(crate) fn put_recovered(
             }
         } else {
             let look = match hint.as_deref() {
-                Some(&Some(h)) => tree.get_hinted(h, key, &pin),
+                // SAFETY: `h` is a leaf of this table's tree (hints are
+                // kept per table), and it is not freed: the tree unlinks
+                // leaves only on removes, and recovery removes no key
+                // until every log is replayed (`sweep_tombstones` runs
+                // after `replay` returns).
+                Some(&Some(h)) => unsafe { tree.get_hinted(h, key, &pin) },
                 _ => tree.get(key, &pin),
             };
             if let Some(h) = hint.as_deref_mut() {
@@ -565,7 +572,8 @@ pub(crate) fn put_recovered(
             // covers the key and has room (no second descent).
             Err(leaf) => {
                 let r = slabs.alloc(word, bytes);
-                match tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) {
+                // SAFETY: found by the lookup just above, under `pin`.
+                match unsafe { tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) } {
                     granary_index::Insert::Inserted(_) => break,
                     // SAFETY: never published.
                     granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },

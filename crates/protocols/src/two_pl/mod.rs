@@ -667,8 +667,8 @@ impl Txn<'_> {
     /// Check that no scanned leaf changed but by this transaction.
     fn validate_nodes(&self) -> Result<(), AbortReason> {
         for &(leaf, v) in &self.st.nodes {
-            // SAFETY: leaves live as long as their tree, which lives as
-            // long as the database.
+            // SAFETY: `self.guard` has pinned us since the leaf was read (an
+            // unlinked leaf is freed only after the grace period).
             if unsafe { leaf.version() } != v {
                 return Err(AbortReason::NodeValidation);
             }
