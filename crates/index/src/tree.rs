@@ -14,7 +14,7 @@
 //! [`Guard`], so a stale child or sibling pointer read while pinned still
 //! points at readable memory. An unlinked node's version carries a
 //! deleted mark that never validates ([`NodeVersion`]): a reader that
-//! reaches it restarts from the root. See [`Tree::unlink_empty`].
+//! reaches it restarts from the root. See `Tree::unlink_empty`.
 //!
 //! Every operation can tell its caller which leaf versions it depended on
 //! ([`Lookup`], the `on_leaf` callback of [`Tree::scan`]) and, for a change,
@@ -208,7 +208,7 @@ type Spot = (NonNull<Leaf>, Parent);
 /// ```
 ///
 /// The remembered spot is dropped when any node of the tree has been
-/// unlinked since it was found ([`Tree::unlink_empty`]): a cursor is
+/// unlinked since it was found (a remove that empties a leaf unlinks it): a cursor is
 /// kept from one pin to the next, and its nodes could have been freed.
 #[derive(Debug)]
 pub struct Cursor<'t> {
