@@ -1355,7 +1355,10 @@ impl Tree {
         ok
     }
 
-    /// Remove `key`; returns its value and the leaf change.
+    /// Remove `key`; returns its value and the leaf change. A remove that
+    /// empties its leaf unlinks it and hands it to `g`, so the change's
+    /// `leaf` may already be unlinked (its version then carries the
+    /// deleted bit): read it only while pinned, as any `LeafRef`.
     pub fn remove<G: Guard>(&self, key: &[u8], g: &mut G) -> Option<(u64, NodeChange)> {
         self.remove_impl(key, None, g)
     }
@@ -2946,6 +2949,14 @@ mod loom_tests {
         })
     }
 
+    /// The model checker with the bounds the unlink models run under.
+    fn bounded() -> loom::model::Builder {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(1);
+        b.max_branches = 100_000;
+        b
+    }
+
     /// Remove the keys `10·i` for `i` in `range` (set up, before threads).
     fn remove_all(t: &Tree, range: std::ops::RangeInclusive<u64>) {
         // SAFETY: only LeakGuards on this tree.
@@ -3040,10 +3051,7 @@ mod loom_tests {
     /// Leaves of keys 1..=12, 13..=24 and 25 under the root; the middle
     /// one keeps only 13, and its unlink drops it from the root.
     fn middle_child_race(rival: Rival) {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(1);
-        b.max_branches = 100_000;
-        b.check(move || {
+        bounded().check(move || {
             let t = tree_of(25);
             remove_all(&t, 14..=24);
             unlink_race(t, 13, (12, 25), 14, rival);
@@ -3075,10 +3083,7 @@ mod loom_tests {
     /// tree of 158 keys.)
     #[test]
     fn unlink_of_a_first_child_races_lookups() {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(1);
-        b.max_branches = 100_000;
-        b.check(|| {
+        bounded().check(|| {
             // 14 leaves: the root splits, and the right inner node holds
             // leaves 12 and 13 (keys 145..=156 and 157..=158).
             let w = LEAF_WIDTH as u64;
