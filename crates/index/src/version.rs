@@ -11,11 +11,12 @@
 //! `L` is the writer lock. `D` marks a node unlinked from its tree (an
 //! emptied leaf, or an inner node left without children, freed after the
 //! grace period): it never clears, and a version with it never validates,
-//! so a reader that reached the node through a stale pointer restarts. Every unlock that follows a change to the node's
-//! key set or structure adds 2 (one counter step), so a reader that saw an
-//! unlocked version `v`, read the node, and then sees `v` again knows that
-//! what it read was a consistent state of the node (a seqlock). Readers never
-//! store to the word.
+//! so a reader that reached the node through a stale pointer restarts.
+//! Every unlock that follows a change to the node's key set or structure
+//! adds 2 (one counter step), so a reader that saw an unlocked version
+//! `v`, read the node, and then sees `v` again knows that what it read was
+//! a consistent state of the node (a seqlock). Readers never store to the
+//! word.
 
 use crate::sync::{fence, spin, AtomicU64, Ordering};
 
