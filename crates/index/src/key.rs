@@ -264,6 +264,13 @@ impl Retired {
         Retired(p.cast::<u8>().map_addr(|a| a | INNER))
     }
 
+    /// The leaf, if this is one (for tests that mimic reuse).
+    #[cfg(test)]
+    pub(crate) fn as_leaf(&self) -> Option<*const Leaf> {
+        (self.0.addr().get() & KIND == LEAF)
+            .then(|| self.0.as_ptr().map_addr(|a| a & !KIND) as *const Leaf)
+    }
+
     /// Free the memory.
     ///
     /// # Safety

@@ -2466,6 +2466,58 @@ mod tests {
         }
     }
 
+    /// A guard that never frees an unlinked leaf but makes it look like a
+    /// fresh, unlocked, empty leaf, as if its memory had been freed and
+    /// reused for a new node: what a reference kept past its pin would
+    /// then find.
+    struct Reuse;
+
+    // SAFETY: nothing is freed.
+    unsafe impl Guard for Reuse {
+        fn retire(&mut self, garbage: Retired) {
+            if let Some(leaf) = garbage.as_leaf() {
+                // SAFETY: never freed (leaked below).
+                let leaf = unsafe { &*leaf };
+                leaf.header.version.reset();
+                leaf.next.store(std::ptr::null_mut(), R);
+            }
+            std::mem::forget(garbage);
+        }
+    }
+
+    /// A cursor remembers the leaf its last key went into, from one call
+    /// (one pin) to the next. If that leaf is unlinked and its memory
+    /// reused meanwhile, the cursor must not insert into it: it drops its
+    /// spot when the tree's unlink count has moved, and descends.
+    #[test]
+    fn a_cursor_forgets_a_leaf_unlinked_since() {
+        let t = Tree::new();
+        let mut g = Reuse;
+        // Two full leaves (appends keep the left one full).
+        for i in 0..2 * LEAF_WIDTH as u64 {
+            assert!(matches!(
+                t.insert(&i.to_be_bytes(), i, &mut g),
+                Insert::Inserted(_)
+            ));
+        }
+        let mut c = t.cursor();
+        let k = |i: u64| (100 + i).to_be_bytes();
+        // Splits off a third leaf holding just this key: the cursor's spot.
+        assert!(matches!(c.insert(&k(0), 0, &mut g), Insert::Inserted(_)));
+        // Empty it: it is unlinked, and "reused".
+        assert_eq!(t.remove(&k(0), &mut g).map(|x| x.0), Some(0));
+        assert_eq!(t.unlinks(), 1);
+        assert!(matches!(c.insert(&k(1), 1, &mut g), Insert::Inserted(_)));
+        // SAFETY: only this thread's Reuse guard on this tree, which frees nothing.
+        let lg = unsafe { LeakGuard::new() };
+        assert_eq!(
+            t.get(&k(1), &lg).value,
+            Some(1),
+            "inserted into a leaf no longer in the tree"
+        );
+        assert_eq!(check(&t).keys.len(), 2 * LEAF_WIDTH + 1);
+    }
+
     /// A guard that frees retired memory after crossbeam-epoch's grace
     /// period, so a use after free shows (under a sanitizer, or as
     /// garbage) rather than reading leaked memory.

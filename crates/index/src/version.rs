@@ -146,6 +146,13 @@ impl NodeVersion {
         self.0.store(new, Ordering::Release);
     }
 
+    /// Make the word that of a fresh unlocked node, as if the node's
+    /// memory had been freed and reused (tests of stale references).
+    #[cfg(test)]
+    pub(crate) fn reset(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
     /// Unlock without advancing the counter: for changes that keep the key
     /// set the same (a value swap), so scans' node-sets stay valid.
     #[inline]
