@@ -2481,7 +2481,7 @@ mod tests {
                 leaf.header.version.reset();
                 leaf.next.store(std::ptr::null_mut(), R);
             }
-            std::mem::forget(garbage);
+            let _ = garbage; // leaked: `Retired` frees nothing unless reclaimed
         }
     }
 
