@@ -343,6 +343,10 @@ pub struct Tree {
 /// never correctness: it is unlinked if a later remove empties it again.
 const UNLINK_TRIES: usize = 16;
 
+/// An inner node a descent passed: the node, the version it was read at,
+/// the child taken and its separator count.
+type Step<'a> = (&'a Inner, u64, usize, usize);
+
 /// What one try of [`Tree::try_unlink`] did.
 enum Unlink {
     Done,
@@ -741,7 +745,21 @@ impl Tree {
 
     /// Descend (read-only) to the leaf for `t`; returns it with the stable
     /// version under which it covers `t`.
-    fn find_leaf<G: Guard>(&self, t: Target<'_>, _g: &G) -> (*const Leaf, u64) {
+    #[inline(always)]
+    fn find_leaf<G: Guard>(&self, t: Target<'_>, g: &G) -> (*const Leaf, u64) {
+        self.descend(t, g, |_, _| {})
+    }
+
+    /// [`Tree::find_leaf`], telling `on_inner(depth, (node, version,
+    /// child, separators))` each inner node it passes, whose child pointer
+    /// it then validated; a restart from the root passes depth 0 again.
+    #[inline(always)]
+    fn descend<'s, G: Guard>(
+        &'s self,
+        t: Target<'_>,
+        _g: &G,
+        mut on_inner: impl FnMut(usize, Step<'s>),
+    ) -> (*const Leaf, u64) {
         'restart: loop {
             // Acquire: pairs with the Release store of a new root.
             let mut node = self.root.load(Ordering::Acquire) as *const Header;
@@ -752,6 +770,7 @@ impl Tree {
             if !std::ptr::eq(self.root.load(Ordering::Acquire), node) {
                 continue 'restart;
             }
+            let mut depth = 0;
             loop {
                 // SAFETY: read while pinned through validated pointers.
                 let h = unsafe { hdr(node) };
@@ -780,6 +799,8 @@ impl Tree {
                 if h.version.has_changed(v) {
                     continue 'restart;
                 }
+                on_inner(depth, (inner, v, idx, n));
+                depth += 1;
                 node = child;
                 v = cv;
             }
@@ -1404,7 +1425,8 @@ impl Tree {
     }
 
     /// Unlink leaf `l`, which a remove just emptied, unless a key came
-    /// back meanwhile. Masstree removes empty leaves too (§4.6.3); this
+    /// back meanwhile. Masstree (Mao et al., EuroSys'12) removes empty
+    /// leaves too; this
     /// is the B+-tree form, written out in ARCHITECTURE.md ("Freeing
     /// empty leaves"):
     ///
@@ -1456,42 +1478,13 @@ impl Tree {
         // SAFETY: the fence is immutable and lives with the leaf; pinned.
         let fence = unsafe { stored_bytes(fs, fi, &mut tmp) };
         let k = SearchKey::new(fence);
-        // The path from the root to the leaf, by its fence: each inner
-        // node with the version it was read at, the child taken and its
-        // separator count.
-        let mut path: Vec<(&Inner, u64, usize, usize)> = Vec::with_capacity(8);
-        // Acquire: pairs with the Release store of a new root.
-        let mut node = self.root.load(Ordering::Acquire) as *const Header;
-        // SAFETY: pinned; the root is never unlinked.
-        let mut nv = unsafe { hdr(node) }.version.stable();
-        if !std::ptr::eq(self.root.load(Ordering::Acquire), node) {
-            return Unlink::Retry;
-        }
-        loop {
-            // SAFETY: read while pinned through validated pointers.
-            let h = unsafe { hdr(node) };
-            if h.is_leaf {
-                break;
-            }
-            // SAFETY: not a leaf.
-            let inner = unsafe { &*(node as *const Inner) };
-            let n = inner.header.count.load(R).min(INNER_WIDTH);
-            // SAFETY: pinned.
-            let idx = unsafe { child_index(inner, n, &k, false) };
-            let child = inner.children[idx].load(R) as *const Header;
-            if h.version.has_changed(nv) || child.is_null() {
-                return Unlink::Retry;
-            }
-            // SAFETY: a validated pointer, read while pinned.
-            let cv = unsafe { hdr(child) }.version.stable();
-            if h.version.has_changed(nv) {
-                return Unlink::Retry;
-            }
-            path.push((inner, nv, idx, n));
-            node = child;
-            nv = cv;
-        }
-        if !std::ptr::eq(node, &l.header) || nv != v {
+        // The path from the root to the leaf, by its fence.
+        let mut path: Vec<Step<'_>> = Vec::with_capacity(8);
+        let (node, nv) = self.descend(Target::At(k), &*g, |depth, step| {
+            path.truncate(depth);
+            path.push(step);
+        });
+        if !std::ptr::eq(node, l) || nv != v {
             return Unlink::Retry;
         }
         // `pm`: the lowest ancestor with a second child; the ones below it

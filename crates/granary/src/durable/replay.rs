@@ -495,11 +495,11 @@ pub(crate) enum Near<'a, 't> {
     Cursor(&'a mut Cursor<'t>),
     /// A log's keys: looked up first (a key already present costs no
     /// allocation), starting from the leaf the table's previous lookup
-    /// ended in, which this then holds. (The leaf is kept from one pin to
-    /// the next: safe only because no key is removed while logs replay,
-    /// so no leaf is unlinked.) A transaction's writes to one
+    /// ended in, which this then holds. A transaction's writes to one
     /// table often come in runs of neighbouring keys (an order's lines),
-    /// so nearly half of a TPC-C log's writes skip the descent.
+    /// so nearly half of a TPC-C log's writes skip the descent. The leaf
+    /// is kept from one pin to the next: safe only because no key is
+    /// removed while logs replay, so no leaf is unlinked.
     Leaf(&'a mut Option<LeafRef>),
 }
 
