@@ -166,7 +166,11 @@ impl Database {
         }
         let _ = self.shared.tables[id].set(Table {
             name: name.to_string(),
-            tree: Tree::new(),
+            tree: if self.shared.options.point_index {
+                Tree::with_point_index()
+            } else {
+                Tree::new()
+            },
         });
         names.insert(name.to_string(), t);
         Ok(t)

@@ -26,6 +26,13 @@ pub struct Options {
     /// Take commit TIDs from one shared atomic counter (the paper's
     /// MemSilo+GlobalTID, §5.2) — a deliberately non-scalable baseline.
     pub global_tid: bool,
+    /// `true`: every table keeps a point index beside its tree, a hash
+    /// table that finds a present key with one bucket probe instead of a
+    /// descent; absent keys and scans still use the tree, so phantom
+    /// protection is unchanged (ARCHITECTURE.md, "The point index"). It
+    /// costs 20–40 bytes a key and some work on each insert and remove.
+    /// `false` (default): the tree alone, as Silo's Masstree.
+    pub point_index: bool,
     /// `true` (default): a committed value that fits its record overwrites
     /// it in place (Silo §4.5). `false`: every write allocates a new record
     /// that replaces the old one in the tree — Fig. 11's *Simple*, kept
@@ -149,6 +156,7 @@ impl Default for Options {
             snapshot_versions_idle_epochs: Some(250),
             max_workers: 256,
             global_tid: false,
+            point_index: false,
             overwrites: true,
             record_pool: true,
             gc: true,
@@ -188,6 +196,10 @@ impl Options {
     }
     pub fn global_tid(mut self, on: bool) -> Self {
         self.global_tid = on;
+        self
+    }
+    pub fn point_index(mut self, on: bool) -> Self {
+        self.point_index = on;
         self
     }
     pub fn overwrites(mut self, on: bool) -> Self {

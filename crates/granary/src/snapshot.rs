@@ -55,7 +55,7 @@ impl<'w> Snapshot<'w> {
         let tree = &self.shared.table(t)?.tree;
         // SAFETY: pinned for the whole snapshot transaction.
         let pin = unsafe { ReadPin::new() };
-        let Some(p) = tree.get(key, &pin).value else {
+        let Some(p) = tree.find(key, &pin) else {
             return Ok(None);
         };
         // SAFETY: reachable from the tree while pinned.

@@ -382,7 +382,16 @@ impl<'w> Transaction<'w> {
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
         let t0 = probe(self.c.profiling);
-        let l = self.table(t).tree.get(key, &pin);
+        let tree = &self.table(t).tree;
+        if tree.has_point_index() {
+            if let Some(p) = tree.find(key, &pin) {
+                if self.c.profiling {
+                    self.c.prof.index += ticks() - t0;
+                }
+                return Found::Record(p as *const Record);
+            }
+        }
+        let l = tree.get(key, &pin);
         if self.c.profiling {
             self.c.prof.index += ticks() - t0;
         }
@@ -645,7 +654,7 @@ impl<'w> Transaction<'w> {
                         break tid;
                     }
                     // Superseded by a bigger copy: the tree has the new one.
-                    match tree.get(key, &pin).value {
+                    match tree.find(key, &pin) {
                         Some(q) => p = q as *const Record,
                         None => return true,
                     }

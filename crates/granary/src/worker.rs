@@ -303,7 +303,7 @@ impl Worker {
             // only after this closure, which `pin` does not outlive.
             let pin = unsafe { ReadPin::new() };
             loop {
-                let Some(p) = tree.get(key, &pin).value else {
+                let Some(p) = tree.find(key, &pin) else {
                     return Ok(false);
                 };
                 // SAFETY: reachable from the tree while pinned.
@@ -338,7 +338,7 @@ impl Worker {
         loop {
             // SAFETY: pinned by the caller.
             let mut pin = unsafe { ReadPin::new() };
-            match tree.get(key, &pin).value {
+            match tree.find(key, &pin) {
                 None => {
                     let tid = Tid::new(self.core.epoch, 0).with(Tid::LATEST);
                     let r = Record::alloc(tid, value, 0, std::ptr::null_mut());
@@ -467,7 +467,7 @@ pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     let pin = unsafe { ReadPin::new() };
     // Dereference the record only if the tree still maps the key to it:
     // then it is reachable, hence live, while we are pinned.
-    if table.tree.get(&c.key, &pin).value != Some(c.rec.as_ptr() as u64) {
+    if table.tree.find(&c.key, &pin) != Some(c.rec.as_ptr() as u64) {
         return;
     }
     // SAFETY: reachable while pinned (checked above).
@@ -501,7 +501,7 @@ mod tests {
         w.pin();
         // SAFETY: pinned just above.
         let pin = unsafe { ReadPin::new() };
-        let v = db.shared.table(t).expect("table").tree.get(key, &pin).value;
+        let v = db.shared.table(t).expect("table").tree.find(key, &pin);
         w.unpin();
         v.expect("key present")
     }

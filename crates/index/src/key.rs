@@ -28,6 +28,7 @@ use std::cmp::Ordering;
 use std::ptr::NonNull;
 
 use crate::node::{Inner, Leaf};
+use crate::point::Table;
 use crate::sync::Ordering::Relaxed;
 
 /// The largest `info` value that is a length rather than a pointer.
@@ -242,10 +243,12 @@ const KIND: usize = 7;
 const KEY: usize = 0;
 const LEAF: usize = 1;
 const INNER: usize = 2;
+const TABLE: usize = 3;
 const _: () = assert!(
     std::mem::align_of::<KeyBox>() > KIND
         && std::mem::align_of::<Leaf>() > KIND
         && std::mem::align_of::<Inner>() > KIND
+        && std::mem::align_of::<Table>() > KIND
 );
 
 impl Retired {
@@ -262,6 +265,17 @@ impl Retired {
     /// An unlinked inner node (its children are not freed with it).
     pub(crate) fn inner(p: NonNull<Inner>) -> Retired {
         Retired(p.cast::<u8>().map_addr(|a| a | INNER))
+    }
+
+    /// A point index's table, replaced by one twice its size (its
+    /// overflow buckets go with it; the keys they name do not).
+    pub(crate) fn table(p: *mut Table) -> Retired {
+        Retired(
+            NonNull::new(p)
+                .expect("non-null")
+                .cast::<u8>()
+                .map_addr(|a| a | TABLE),
+        )
     }
 
     /// The leaf, if this is one (for tests that mimic reuse).
@@ -295,9 +309,10 @@ impl Retired {
                         free_stored(info);
                     }
                 }
+                INNER => drop(Box::from_raw(p as *mut Inner)),
                 _ => {
-                    debug_assert_eq!(kind, INNER);
-                    drop(Box::from_raw(p as *mut Inner));
+                    debug_assert_eq!(kind, TABLE);
+                    drop(Box::from_raw(p as *mut Table));
                 }
             }
         }

@@ -32,6 +32,7 @@
 
 mod key;
 mod node;
+mod point;
 mod sync;
 mod tree;
 mod version;

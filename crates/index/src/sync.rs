@@ -2,9 +2,9 @@
 //! node-version protocol can be model-checked.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Back off inside a spin loop.
 #[inline]

@@ -28,6 +28,7 @@ use std::ptr::NonNull;
 
 use crate::key::{compare, compare_tie, make_stored, stored_bytes, word_of, Retired, SearchKey};
 use crate::node::{prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH, PREFIX_WORDS};
+use crate::point::PointIndex;
 use crate::sync::{spin, AtomicPtr, AtomicU64, Ordering};
 use crate::version::{is_deleted, NodeVersion};
 
@@ -290,6 +291,7 @@ impl<'t> Cursor<'t> {
                 .tree
                 .insert_impl::<G, true>(key, value, false, &mut self.at, g),
         };
+        self.tree.grow_points(g);
         into_insert(done)
     }
 
@@ -335,6 +337,9 @@ pub struct Tree {
     root: AtomicPtr<Header>,
     /// How many times nodes were unlinked (see [`Tree::unlinks`]).
     unlinks: AtomicU64,
+    /// The hash table over the same keys, if the tree has one
+    /// ([`Tree::with_point_index`]).
+    points: Option<PointIndex>,
 }
 
 /// How often an unlink is tried again after losing a race (a lock
@@ -731,6 +736,48 @@ impl Tree {
         Tree {
             root: AtomicPtr::new(leaf as *mut Header),
             unlinks: AtomicU64::new(0),
+            points: None,
+        }
+    }
+
+    /// An empty tree with a point index: a hash table over the same keys
+    /// that answers [`Tree::find`] with one bucket instead of a descent,
+    /// for about 20–40 more bytes a key and a little more work per insert
+    /// and remove (ARCHITECTURE.md, "The point index").
+    pub fn with_point_index() -> Tree {
+        let mut t = Tree::new();
+        t.points = Some(PointIndex::new());
+        t
+    }
+
+    /// Whether the tree has a point index.
+    pub fn has_point_index(&self) -> bool {
+        self.points.is_some()
+    }
+
+    /// The value of `key`, if present: [`Tree::get`]'s value, from the
+    /// point index if the tree has one. It reports no leaf, so a caller
+    /// that must validate an absence (a phantom check) looks an absent
+    /// key up again with [`Tree::get`].
+    #[inline]
+    pub fn find<G: Guard>(&self, key: &[u8], g: &G) -> Option<u64> {
+        match &self.points {
+            // SAFETY: pinned by `g`, a guard of the tree's domain.
+            Some(p) => unsafe { p.get(&p.probe(&SearchKey::new(key))) },
+            None => self.get(key, g).value,
+        }
+    }
+
+    /// Grow the point index if an insert found it crowded (with no leaf
+    /// locked: moving it takes every bucket's lock in turn).
+    #[inline(always)]
+    fn grow_points<G: Guard>(&self, g: &mut G) {
+        if let Some(p) = &self.points {
+            if p.crowded() {
+                if let Some(old) = p.grow() {
+                    g.retire(Retired::table(old));
+                }
+            }
         }
     }
 
@@ -1035,7 +1082,9 @@ impl Tree {
 
     /// Insert `key → value` if the key is absent.
     pub fn insert<G: Guard>(&self, key: &[u8], value: u64, g: &mut G) -> Insert {
-        into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g))
+        let r = into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g));
+        self.grow_points(g);
+        r
     }
 
     /// Insert `key → value` if the key is absent, as [`Tree::insert`]
@@ -1067,10 +1116,13 @@ impl Tree {
                 self.insert_into::<false>(l, v, Parent::Unknown, &k, value, false, &mut None)
             };
             if let Some(done) = done {
+                self.grow_points(g);
                 return into_insert(done);
             }
         }
-        into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g))
+        let r = into_insert(self.insert_impl::<G, false>(key, value, false, &mut None, g));
+        self.grow_points(g);
+        r
     }
 
     /// Insert or overwrite; returns the old value if there was one, and the
@@ -1081,7 +1133,9 @@ impl Tree {
         value: u64,
         g: &mut G,
     ) -> (Option<u64>, Option<NodeChange>) {
-        self.insert_impl::<G, false>(key, value, true, &mut None, g)
+        let r = self.insert_impl::<G, false>(key, value, true, &mut None, g);
+        self.grow_points(g);
+        r
     }
 
     /// A cursor for inserting keys that arrive in ascending runs; see
@@ -1166,6 +1220,9 @@ impl Tree {
                     return None;
                 }
                 l.values[pos].store(value, R);
+                if let Some(p) = &self.points {
+                    p.set(&p.probe(k), l.infos[pos].load(R), value);
+                }
                 l.header.version.unlock_unchanged();
             }
             if CURSOR {
@@ -1184,6 +1241,9 @@ impl Tree {
             // SAFETY: locked at `v` (so `n` and `pos` hold); pinned.
             let (s, info) = unsafe { stored_in(l, n, k) };
             leaf_insert_at(l, n, pos, (s, info, value));
+            if let Some(p) = &self.points {
+                p.insert(&p.probe(k), info, value);
+            }
             let nv = l.header.version.unlock();
             if CURSOR {
                 *spot = Some((here, kept));
@@ -1226,6 +1286,9 @@ impl Tree {
         // SAFETY: leaf and parent are locked at validated versions, and the
         // parent has room.
         let (right, in_left) = unsafe { self.split_leaf(l, p, pos, (s, info, value), CURSOR) };
+        if let Some(pi) = &self.points {
+            pi.insert(&pi.probe(k), info, value);
+        }
         let nv = l.header.version.unlock();
         // SAFETY: `right` was just linked and is live.
         let rv = unsafe { (*right).header.version.unlock() };
@@ -1365,12 +1428,16 @@ impl Tree {
     /// unchanged, so the leaf version is left as it was. Returns false if
     /// the key is absent or holds another value.
     pub fn replace<G: Guard>(&self, key: &[u8], expected: u64, new: u64, g: &mut G) -> bool {
-        let Some((l, _, _, pos)) = self.lock_entry(&SearchKey::new(key), g) else {
+        let k = SearchKey::new(key);
+        let Some((l, _, _, pos)) = self.lock_entry(&k, g) else {
             return false;
         };
         let ok = l.values[pos].load(R) == expected;
         if ok {
             l.values[pos].store(new, R);
+            if let Some(p) = &self.points {
+                p.set(&p.probe(&k), l.infos[pos].load(R), new);
+            }
         }
         l.header.version.unlock_unchanged();
         ok
@@ -1395,13 +1462,17 @@ impl Tree {
         expected: Option<u64>,
         g: &mut G,
     ) -> Option<(u64, NodeChange)> {
-        let (l, v, n, pos) = self.lock_entry(&SearchKey::new(key), g)?;
+        let k = SearchKey::new(key);
+        let (l, v, n, pos) = self.lock_entry(&k, g)?;
         let value = l.values[pos].load(R);
         if expected.is_some_and(|e| e != value) {
             l.header.version.unlock_unchanged();
             return None;
         }
         let info = l.infos[pos].load(R);
+        if let Some(p) = &self.points {
+            p.remove(&p.probe(&k), info);
+        }
         for i in pos + 1..n {
             copy_entry(l, i, l, i - 1);
         }
@@ -2942,6 +3013,151 @@ mod tests {
                 .map(|(i, k)| (k.clone(), i as u64))
                 .collect();
             assert!(s.keys == want, "round {round}");
+        }
+    }
+
+    // ---- The point index ----
+
+    /// Random inserts (plain, hinted, cursor), upserts, replaces and
+    /// removes of mixed keys on a tree with a point index: after every
+    /// step `find` agrees with a model, with the tree's own `get`, and
+    /// with a tree without one; the table grows on the way.
+    #[test]
+    fn point_index_matches_the_model() {
+        let mut rng = seed("point_index_matches_the_model");
+        let keys = mixed_keys(&mut rng, 3000);
+        let t = Tree::with_point_index();
+        let plain = Tree::new();
+        // SAFETY: only LeakGuards on these trees.
+        let mut g = unsafe { LeakGuard::new() };
+        let mut model = std::collections::BTreeMap::new();
+        let first = t.points.as_ref().expect("point index").buckets();
+        for step in 0..40_000u64 {
+            let r = next(&mut rng);
+            let k = &keys[(r >> 8) as usize % keys.len()];
+            let v = step;
+            match r % 8 {
+                0..=2 => {
+                    let a = inserted(t.insert(k, v, &mut g));
+                    assert_eq!(a, inserted(plain.insert(k, v, &mut g)));
+                    assert_eq!(a, !model.contains_key(k));
+                    model.entry(k.clone()).or_insert(v);
+                }
+                3 => {
+                    let mut c = t.cursor();
+                    let mut c2 = plain.cursor();
+                    let i = (r >> 8) as usize % keys.len();
+                    for k in &keys[i..(i + 20).min(keys.len())] {
+                        let a = inserted(c.insert(k, v, &mut g));
+                        assert_eq!(a, inserted(c2.insert(k, v, &mut g)));
+                        assert_eq!(a, !model.contains_key(k));
+                        model.entry(k.clone()).or_insert(v);
+                    }
+                }
+                4 => {
+                    let old = t.upsert(k, v, &mut g).0;
+                    plain.upsert(k, v, &mut g);
+                    assert_eq!(old, model.insert(k.clone(), v));
+                }
+                5 => {
+                    let want = model.get(k).copied().unwrap_or(1);
+                    let ok = t.replace(k, want, v, &mut g);
+                    plain.replace(k, want, v, &mut g);
+                    assert_eq!(ok, model.contains_key(k), "step {step}");
+                    if ok {
+                        model.insert(k.clone(), v);
+                    }
+                }
+                _ => {
+                    let got = t.remove(k, &mut g).map(|x| x.0);
+                    plain.remove(k, &mut g);
+                    assert_eq!(got, model.remove(k), "step {step}");
+                }
+            }
+            let probe = &keys[(next(&mut rng) >> 8) as usize % keys.len()];
+            let want = model.get(probe).copied();
+            assert_eq!(t.find(probe, &g), want, "step {step}");
+            assert_eq!(t.get(probe, &g).value, want, "step {step}");
+            assert_eq!(plain.find(probe, &g), want, "step {step}");
+        }
+        for k in &keys {
+            assert_eq!(t.find(k, &g), model.get(k).copied());
+        }
+        assert_eq!(check(&t).keys.len(), model.len());
+        let last = t.points.as_ref().expect("point index").buckets();
+        assert!(last > first, "the table never grew ({first} buckets)");
+        eprintln!("{} keys, {last} buckets", model.len());
+    }
+
+    /// Writers inserting (and growing the table) and removing their own
+    /// keys while a reader looks up keys that are always present, and
+    /// keys that never are, with tables and key copies freed for real
+    /// after the grace period.
+    #[test]
+    fn point_index_races_writers_and_growth() {
+        let base = seed("point_index_races_writers_and_growth");
+        let rounds = 2 * std::env::var("GRANARY_STRESS")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(1);
+        fn wkey(w: u64, i: u64) -> Vec<u8> {
+            if i.is_multiple_of(2) {
+                format!("writer-{w}-key-{i:012}").into_bytes()
+            } else {
+                (w << 56 | i).to_be_bytes().to_vec()
+            }
+        }
+        for round in 0..rounds {
+            let t = Tree::with_point_index();
+            let stay: Vec<Vec<u8>> = (0..64).map(|i| wkey(9, i)).collect();
+            {
+                let g = crossbeam_epoch::pin();
+                for (i, k) in stay.iter().enumerate() {
+                    assert!(inserted(t.insert(k, i as u64, &mut Ebr(&g))));
+                }
+            }
+            let done = std::sync::atomic::AtomicU64::new(0);
+            std::thread::scope(|s| {
+                for w in 1..=2u64 {
+                    let (t, done) = (&t, &done);
+                    s.spawn(move || {
+                        let mut rng = base ^ (round as u64 * 131 + w);
+                        let mut live = Vec::new();
+                        for i in 0..30_000u64 {
+                            let g = crossbeam_epoch::pin();
+                            let mut g = Ebr(&g);
+                            assert!(inserted(t.insert(&wkey(w, i), i, &mut g)));
+                            live.push(i);
+                            let r = next(&mut rng);
+                            if r % 3 == 0 {
+                                let j = live.swap_remove((r >> 8) as usize % live.len());
+                                assert_eq!(t.remove(&wkey(w, j), &mut g).map(|x| x.0), Some(j));
+                                assert_eq!(t.find(&wkey(w, j), &g), None, "round {round}");
+                            }
+                            if !live.is_empty() {
+                                let j = live[(r >> 16) as usize % live.len()];
+                                assert_eq!(t.find(&wkey(w, j), &g), Some(j), "round {round}");
+                            }
+                        }
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+                let (t, done, stay) = (&t, &done, &stay);
+                s.spawn(move || {
+                    let mut rng = base ^ 0x5ca7;
+                    while done.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+                        let g = crossbeam_epoch::pin();
+                        let g = Ebr(&g);
+                        let i = next(&mut rng) % 64;
+                        assert_eq!(t.find(&stay[i as usize], &g), Some(i), "round {round}");
+                        assert_eq!(t.find(&wkey(7, i), &g), None, "round {round}");
+                    }
+                });
+            });
+            let n = check(&t).keys.len();
+            let buckets = t.points.as_ref().expect("point index").buckets();
+            eprintln!("round {round}: {n} keys, {buckets} buckets");
+            assert!(buckets >= n / 8, "round {round}: {buckets} buckets for {n} keys");
         }
     }
 }
