@@ -48,3 +48,24 @@ conformance_tests! {
     scans: yes,
     deletes: yes,
 }
+
+/// Silo with a point index beside every tree, and no overwrites, so that
+/// every write replaces its key's record in the tree and in the point
+/// index (`Tree::replace`), and deletes remove keys from both.
+fn silo_point_index() -> Database {
+    let o = Options::default()
+        .epoch_interval(Duration::from_millis(1))
+        .point_index(true)
+        .overwrites(false);
+    Database::new(o).expect("database")
+}
+
+conformance_tests! {
+    silo_point_index,
+    engine: silo_point_index,
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}

@@ -42,6 +42,7 @@ const SLOTS: usize = 6;
 /// The tag bytes in use.
 const TAGS: u64 = (1 << (8 * SLOTS)) - 1;
 const LOW_BITS: u64 = 0x0101_0101_0101_0101 & TAGS;
+const SEVEN_BITS: u64 = 0x7f7f_7f7f_7f7f_7f7f & TAGS;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080 & TAGS;
 /// A new table's buckets (a power of two; two under loom, so that a few
 /// keys chain and a grow is short enough to model-check).
@@ -124,13 +125,18 @@ pub(crate) struct Probe<'a> {
     bytes: &'a [u8],
 }
 
-/// Byte mask (one high bit per byte of `tags`) of the bytes equal to `tag`;
-/// it can also flag a byte just above a true match, which the caller's
-/// word compare rejects.
+/// Byte mask (the high bit of each byte of `tags`) of exactly the bytes
+/// equal to `tag`. Exact, not the usual has-zero-byte test: that one also
+/// flags a byte just above a match, and two short keys that differ only by
+/// trailing zero bytes (`[2]`, `[2, 0]`) have the same word, so only the
+/// tag tells them apart.
 #[inline(always)]
 fn matches(tags: u64, tag: u8) -> u64 {
     let x = tags ^ (LOW_BITS * tag as u64);
-    x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS
+    // A byte's high bit ends up set iff the byte of `x` is zero: adding
+    // 0x7f to its low seven bits sets bit 7 iff any of them is set, and
+    // the byte's own bit 7 is or-ed in; no carry crosses bytes.
+    !(((x & SEVEN_BITS) + SEVEN_BITS) | x | SEVEN_BITS) & HIGH_BITS
 }
 
 /// A hash table over the keys of one tree.
@@ -452,8 +458,7 @@ fn place(b: &Bucket, tag: u8, word: u64, value: u64) -> bool {
     let mut c = b;
     loop {
         let tags = c.tags.load(R);
-        // A free slot has tag 0: `matches` finds it (a false flag can
-        // only sit above a true one, so the lowest flag is true).
+        // A free slot has tag 0.
         let m = matches(tags, 0);
         if m != 0 {
             let i = m.trailing_zeros() as usize / 8;
@@ -490,22 +495,57 @@ impl Drop for PointIndex {
 mod tests {
     use super::*;
 
+    fn find(p: &PointIndex, k: &[u8]) -> Option<u64> {
+        // SAFETY: nothing is freed while the index lives (short keys).
+        unsafe { p.get(&p.probe(&SearchKey::new(k))) }
+    }
+
+    /// Keys that differ only by trailing zero bytes share their word and
+    /// are told apart by their tags alone; both kinds crowd the same
+    /// buckets, and every absent one stays absent.
+    #[test]
+    fn keys_with_trailing_zeros_stay_apart() {
+        let p = PointIndex::new();
+        let mut present = Vec::new();
+        for a in 0..=255u8 {
+            present.push(vec![a]);
+            present.push(vec![a, 1 + a % 7]);
+        }
+        for (i, k) in present.iter().enumerate() {
+            p.insert(&p.probe(&SearchKey::new(k)), k.len() as u64, i as u64);
+        }
+        for (i, k) in present.iter().enumerate() {
+            assert_eq!(find(&p, k), Some(i as u64), "{k:?}");
+        }
+        for a in 0..=255u8 {
+            assert_eq!(find(&p, &[a, 0]), None, "[{a}, 0]");
+            assert_eq!(find(&p, &[a, 0, 0]), None, "[{a}, 0, 0]");
+        }
+        for (i, k) in present.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+            p.remove(&p.probe(&SearchKey::new(k)), k.len() as u64);
+            assert_eq!(find(&p, k), None, "{k:?} ({i})");
+            let mut longer = k.clone();
+            longer.push(1 + k[0] % 7);
+            assert!(find(&p, &longer).is_some(), "{longer:?}");
+        }
+    }
+
     #[test]
     fn tag_matches_flag_every_equal_byte() {
-        for tags in [0u64, 0x0203_0405_0607, 0x0909_0909_0909, 0x8081_0100_0900] {
+        for tags in [
+            0u64,
+            0x0203_0405_0607,
+            0x0909_0909_0909,
+            0x8081_0100_0900,
+            0x0203_0203_0203,
+            0x0102_0100_ff80,
+        ] {
             for tag in 0..=255u8 {
                 let m = matches(tags, tag);
                 for i in 0..SLOTS {
                     let byte = (tags >> (8 * i)) as u8;
                     let flagged = m & (0x80 << (8 * i)) != 0;
-                    if byte == tag {
-                        assert!(flagged, "tags {tags:#x} tag {tag} slot {i}");
-                    }
-                }
-                // The lowest flag is always a true match.
-                if m != 0 {
-                    let i = m.trailing_zeros() as usize / 8;
-                    assert_eq!((tags >> (8 * i)) as u8, tag);
+                    assert_eq!(flagged, byte == tag, "tags {tags:#x} tag {tag} slot {i}");
                 }
                 assert_eq!(m & !HIGH_BITS, 0);
             }
