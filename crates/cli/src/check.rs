@@ -72,6 +72,10 @@ pub struct CheckArgs {
     /// across epochs more often).
     #[arg(long, default_value_t = 5)]
     pub epoch_ms: u64,
+    /// Silo: keep a point index (a hash table over each table's keys)
+    /// beside each tree, as `bench --point-index` does.
+    #[arg(long)]
+    pub point_index: bool,
     #[command(flatten)]
     pub bohm: crate::bench::BohmArgs,
     #[command(flatten)]
@@ -128,6 +132,9 @@ fn info(workload: CheckWorkload) -> WorkloadInfo {
 /// exits non-zero if any).
 pub fn run(a: CheckArgs) -> Result<usize, String> {
     check_all(&a.protocol, &info(a.workload))?;
+    if a.point_index && !a.protocol.iter().any(|p| matches!(p, Protocol::Silo)) {
+        return Err("--point-index is Silo's switch: add silo to --protocol".into());
+    }
     let seed = a.seed.unwrap_or_else(fresh_seed);
     let names: Vec<String> = a.protocol.iter().map(|p| p.name()).collect();
     eprintln!(
@@ -143,7 +150,9 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     cfg.keys = a.keys.unwrap_or(cfg.keys);
     cfg.theta = a.theta;
     cfg.seed = seed;
-    let silo = Options::default().epoch_interval(Duration::from_millis(a.epoch_ms.max(1)));
+    let silo = Options::default()
+        .epoch_interval(Duration::from_millis(a.epoch_ms.max(1)))
+        .point_index(a.point_index);
     let mut opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
     opts.bohm = a.bohm.config()?;
     opts.tc = a.tc.config()?;

@@ -3170,7 +3170,10 @@ mod tests {
             let n = check(&t).keys.len();
             let buckets = t.points.as_ref().expect("point index").buckets();
             eprintln!("round {round}: {n} keys, {buckets} buckets");
-            assert!(buckets >= n / 8, "round {round}: {buckets} buckets for {n} keys");
+            assert!(
+                buckets >= n / 8,
+                "round {round}: {buckets} buckets for {n} keys"
+            );
         }
     }
 }
