@@ -246,6 +246,7 @@ impl PointIndex {
             if is_deleted(v) {
                 // Moved: the next table has the chain (Acquire: pairs
                 // with its Release store, before any bucket moved).
+                // SAFETY: as above.
                 t = unsafe { &*t }.next.load(Ordering::Acquire);
                 continue;
             }

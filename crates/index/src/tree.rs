@@ -3142,7 +3142,7 @@ mod tests {
                             assert!(inserted(t.insert(&wkey(w, i), i, &mut g)));
                             live.push(i);
                             let r = next(&mut rng);
-                            if r % 3 == 0 {
+                            if r.is_multiple_of(3) {
                                 let j = live.swap_remove((r >> 8) as usize % live.len());
                                 assert_eq!(t.remove(&wkey(w, j), &mut g).map(|x| x.0), Some(j));
                                 assert_eq!(t.find(&wkey(w, j), &g), None, "round {round}");
