@@ -63,7 +63,7 @@ pub use interactive::{Interactive, InteractiveTx};
 pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;
 pub use stats::{ticks, Profile, Stats};
-pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, Tx, TxRunner};
+pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, TableOptions, Tx, TxRunner};
 
 /// The longest key every design accepts, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;

@@ -481,6 +481,27 @@ pub trait TxRunner {
     }
 }
 
+/// How a table will be used: hints a protocol may act on to make it
+/// faster. A hint never changes what the table means or holds, and a
+/// protocol that has no use for one ignores it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Most accesses look up one key that is present (not scans, and not
+    /// a stream of inserts of new keys): a protocol with a point index (a
+    /// hash table over the keys, beside the ordered index) keeps one for
+    /// the table, if its own options allow it.
+    pub point_lookups: bool,
+}
+
+impl TableOptions {
+    /// A table read and written mostly by key ([`TableOptions::point_lookups`]).
+    pub fn point_lookups() -> TableOptions {
+        TableOptions {
+            point_lookups: true,
+        }
+    }
+}
+
 /// A database running some protocol: makes tables and per-thread runners.
 pub trait Engine: Sync {
     /// A worker thread's runner.
@@ -491,6 +512,16 @@ pub trait Engine: Sync {
     /// # Errors
     /// As the protocol's own `create_table`.
     fn create_table(&self, name: &str) -> Result<TableId, Error>;
+
+    /// Create a table, with hints on how it will be used (the default
+    /// ignores them).
+    ///
+    /// # Errors
+    /// As [`Engine::create_table`].
+    fn create_table_with(&self, name: &str, options: TableOptions) -> Result<TableId, Error> {
+        let _ = options;
+        self.create_table(name)
+    }
 
     /// The existing table `name`; [`Error::UnknownTable`] if there is none
     /// (a durable engine recovers its tables before it is opened).
@@ -504,8 +535,17 @@ pub trait Engine: Sync {
     /// # Errors
     /// As [`Engine::create_table`].
     fn open_table(&self, name: &str) -> Result<TableId, Error> {
+        self.open_table_with(name, TableOptions::default())
+    }
+
+    /// The table `name`, created with `options` if it does not exist yet
+    /// (an existing table keeps the options it was made with).
+    ///
+    /// # Errors
+    /// As [`Engine::create_table`].
+    fn open_table_with(&self, name: &str, options: TableOptions) -> Result<TableId, Error> {
         match self.table(name) {
-            Err(Error::UnknownTable(_)) => match self.create_table(name) {
+            Err(Error::UnknownTable(_)) => match self.create_table_with(name, options) {
                 // Created meanwhile by another thread.
                 Err(Error::TableExists(_)) => self.table(name),
                 r => r,

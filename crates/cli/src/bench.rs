@@ -51,6 +51,14 @@ pub struct CommonArgs {
     /// does. Adds two clock reads per probed operation; off by default.
     #[arg(long)]
     pub breakdown: bool,
+    /// Keep a point index beside the tree of each table the workload
+    /// reads mostly by key (YCSB's, SmallBank's, TPC-C's warehouse,
+    /// district, customer, item and stock): a hash table that finds a
+    /// present key with one bucket probe instead of a descent. Absent keys,
+    /// scans and phantom checks still use the tree. Not in the papers
+    /// (Silo has Masstree alone). Every design but BOHM and Deuteronomy.
+    #[arg(long)]
+    pub point_index: bool,
     /// Write every figure, the configuration and the machine as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -96,12 +104,6 @@ pub struct SiloArgs {
     /// memory grows with the run.
     #[arg(long)]
     pub no_gc: bool,
-    /// Silo: keep a point index beside each table's tree, a hash table
-    /// that finds a present key with one bucket probe instead of a
-    /// descent (absent keys and scans still use the tree). Not in the
-    /// paper: Silo has Masstree alone.
-    #[arg(long)]
-    pub point_index: bool,
 }
 
 impl SiloArgs {
@@ -112,7 +114,6 @@ impl SiloArgs {
             || self.no_snapshots
             || self.always_versions
             || self.no_gc
-            || self.point_index
     }
 
     /// `o` with these switches applied.
@@ -121,8 +122,7 @@ impl SiloArgs {
             .overwrites(!self.no_overwrites)
             .record_pool(!self.no_record_pool)
             .snapshots(!self.no_snapshots)
-            .gc(!self.no_gc)
-            .point_index(self.point_index);
+            .gc(!self.no_gc);
         if self.always_versions {
             o.snapshot_versions_idle_epochs(None)
         } else {
@@ -430,7 +430,8 @@ struct Output<'a, C: Serialize> {
 fn opts(c: &CommonArgs) -> Options {
     let o = Options::default()
         .epoch_interval(Duration::from_millis(c.epoch_ms.max(1)))
-        .max_workers(c.threads + 16);
+        .max_workers(c.threads + 16)
+        .point_index(c.point_index);
     c.silo.apply(o)
 }
 
@@ -448,10 +449,11 @@ pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
     if c.latency_every == 0 {
         return Err("--latency-every must be at least 1, got 0".into());
     }
+    crate::protocol::check_point_index(c.point_index, &c.protocol)?;
     if c.silo.any() && !c.protocol.iter().any(|p| matches!(p, Protocol::Silo)) {
         return Err(
-            "--no-overwrites, --no-record-pool, --no-snapshots, --always-versions, --no-gc \
-             and --point-index are Silo's switches: add silo to --protocol"
+            "--no-overwrites, --no-record-pool, --no-snapshots, --always-versions and --no-gc \
+             are Silo's switches: add silo to --protocol"
                 .into(),
         );
     }

@@ -72,8 +72,9 @@ pub struct CheckArgs {
     /// across epochs more often).
     #[arg(long, default_value_t = 5)]
     pub epoch_ms: u64,
-    /// Silo: keep a point index (a hash table over each table's keys)
-    /// beside each tree, as `bench --point-index` does.
+    /// Keep a point index (a hash table over the table's keys) beside the
+    /// tree, as `bench --point-index` does (every design but BOHM and
+    /// Deuteronomy).
     #[arg(long)]
     pub point_index: bool,
     #[command(flatten)]
@@ -132,9 +133,7 @@ fn info(workload: CheckWorkload) -> WorkloadInfo {
 /// exits non-zero if any).
 pub fn run(a: CheckArgs) -> Result<usize, String> {
     check_all(&a.protocol, &info(a.workload))?;
-    if a.point_index && !a.protocol.iter().any(|p| matches!(p, Protocol::Silo)) {
-        return Err("--point-index is Silo's switch: add silo to --protocol".into());
-    }
+    crate::protocol::check_point_index(a.point_index, &a.protocol)?;
     let seed = a.seed.unwrap_or_else(fresh_seed);
     let names: Vec<String> = a.protocol.iter().map(|p| p.name()).collect();
     eprintln!(

@@ -382,6 +382,7 @@ impl<'a> EngineOptions<'a> {
         durable: Option<&'a DurableArgs>,
     ) -> Self {
         EngineOptions {
+            point_index: silo.point_index,
             threads,
             partitions: w.partition_values.unwrap_or(threads).max(1),
             silo,
@@ -393,6 +394,55 @@ impl<'a> EngineOptions<'a> {
             dc_cache: 64 << 20,
             etcd_endpoints: None,
         }
+    }
+}
+
+/// 2PL of `variant`, with point indexes if `--point-index`.
+pub fn two_pl(
+    opts: &EngineOptions<'_>,
+    variant: granary_protocols::two_pl::Variant,
+) -> granary_protocols::two_pl::TwoPl {
+    use granary_protocols::two_pl::TwoPl;
+    if opts.point_index {
+        TwoPl::with_point_index(variant)
+    } else {
+        TwoPl::new(variant)
+    }
+}
+
+/// The multiversion store at `isolation`, with point indexes if
+/// `--point-index`.
+pub fn mvcc(
+    opts: &EngineOptions<'_>,
+    isolation: granary_protocols::mvcc::Isolation,
+) -> granary_protocols::mvcc::Mvcc {
+    use granary_protocols::mvcc::Mvcc;
+    if opts.point_index {
+        Mvcc::with_point_index(isolation)
+    } else {
+        Mvcc::new(isolation)
+    }
+}
+
+/// `--point-index` is refused for designs that have no point index yet,
+/// rather than silently ignored.
+///
+/// # Errors
+/// The flag with such a design, named.
+pub fn check_point_index(on: bool, protocols: &[Protocol]) -> Result<(), String> {
+    if !on {
+        return Ok(());
+    }
+    match protocols
+        .iter()
+        .find(|p| matches!(p, Protocol::Bohm | Protocol::Deuteronomy))
+    {
+        Some(p) => Err(format!(
+            "--point-index: {} has no point index yet (silo, kv, 2pl-ordered, 2pl-nowait, \
+             partitioned, hekaton and si have)",
+            p.name()
+        )),
+        None => Ok(()),
     }
 }
 
@@ -411,6 +461,9 @@ pub struct EngineOptions<'a> {
     pub durable: Option<&'a DurableArgs>,
     /// The workload's partitioning, if it has one.
     pub partitioning: Option<Partitioning>,
+    /// Point indexes for tables hinted `TableOptions::point_lookups`
+    /// (`--point-index`; Silo's own switch is `silo.point_index`).
+    pub point_index: bool,
     /// BOHM's threads and batch size.
     pub bohm: granary_protocols::bohm::Config,
     /// Deuteronomy's TC sizes, its data component, that DC's page cache
@@ -614,36 +667,38 @@ macro_rules! with_engine {
                 $body
             }
             $crate::protocol::Protocol::TwoPlOrdered => {
-                let $db = granary_protocols::two_pl::TwoPl::new(
-                    granary_protocols::two_pl::Variant::Ordered,
-                );
+                let $db =
+                    $crate::protocol::two_pl(opts, granary_protocols::two_pl::Variant::Ordered);
                 $body
             }
             $crate::protocol::Protocol::TwoPlNoWait => {
-                let $db = granary_protocols::two_pl::TwoPl::new(
-                    granary_protocols::two_pl::Variant::NoWait,
-                );
+                let $db =
+                    $crate::protocol::two_pl(opts, granary_protocols::two_pl::Variant::NoWait);
                 $body
             }
             $crate::protocol::Protocol::Partitioned => {
-                let $db = granary_protocols::partitioned::Partitioned::new(
-                    opts.partitions
-                        .min(granary_protocols::partitioned::MAX_PARTITIONS),
-                    opts.partitioning()?,
-                )
+                let n = opts
+                    .partitions
+                    .min(granary_protocols::partitioned::MAX_PARTITIONS);
+                let $db = if opts.point_index {
+                    granary_protocols::partitioned::Partitioned::with_point_index(
+                        n,
+                        opts.partitioning()?,
+                    )
+                } else {
+                    granary_protocols::partitioned::Partitioned::new(n, opts.partitioning()?)
+                }
                 .map_err(|e| e.to_string())?;
                 $body
             }
             $crate::protocol::Protocol::Hekaton => {
-                let $db = granary_protocols::mvcc::Mvcc::new(
-                    granary_protocols::mvcc::Isolation::Serializable,
-                );
+                let $db =
+                    $crate::protocol::mvcc(opts, granary_protocols::mvcc::Isolation::Serializable);
                 $body
             }
             $crate::protocol::Protocol::Si => {
-                let $db = granary_protocols::mvcc::Mvcc::new(
-                    granary_protocols::mvcc::Isolation::Snapshot,
-                );
+                let $db =
+                    $crate::protocol::mvcc(opts, granary_protocols::mvcc::Isolation::Snapshot);
                 $body
             }
             $crate::protocol::Protocol::Bohm => {

@@ -4,7 +4,7 @@
 
 use std::sync::Barrier;
 
-use granary_api::{Engine, Tx, TxError, TxRunner};
+use granary_api::{Engine, TableOptions, Tx, TxError, TxRunner};
 
 use crate::support::{dec, enc, run, stress};
 
@@ -13,7 +13,9 @@ use crate::support::{dec, enc, run, stress};
 /// serializable and must never happen (snapshot isolation allows it).
 pub fn fig3_never_both_one<E: Engine>(make: impl Fn() -> E) {
     let db = make();
-    let t = db.create_table("t").unwrap();
+    let t = db
+        .create_table_with("t", TableOptions::point_lookups())
+        .unwrap();
     let rounds = 2000 * stress();
     let barrier = Barrier::new(3);
     let mut outcomes = std::collections::BTreeMap::new();
@@ -66,7 +68,9 @@ pub fn fig3_never_both_one<E: Engine>(make: impl Fn() -> E) {
 /// it).
 pub fn write_skew_never_commits<E: Engine>(make: impl Fn() -> E) {
     let db = make();
-    let t = db.create_table("oncall").unwrap();
+    let t = db
+        .create_table_with("oncall", TableOptions::point_lookups())
+        .unwrap();
     let rounds = 2000 * stress();
     let barrier = Barrier::new(3);
     std::thread::scope(|s| {
@@ -114,7 +118,9 @@ pub fn write_skew_never_commits<E: Engine>(make: impl Fn() -> E) {
 /// [`Tx::update`].
 pub fn counter_increments_add_up<E: Engine>(make: impl Fn() -> E) {
     let db = make();
-    let t = db.create_table("c").unwrap();
+    let t = db
+        .create_table_with("c", TableOptions::point_lookups())
+        .unwrap();
     let (threads, m) = (4u64, 5000 * stress());
     let aborts: u64 = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use granary_api::keys::Key;
-use granary_api::{Engine, ReadOnly, Tx, TxError, TxRunner};
+use granary_api::{Engine, ReadOnly, TableOptions, Tx, TxError, TxRunner};
 
 use crate::support::{dec, enc, run, seed, stress, Rng};
 
@@ -25,7 +25,9 @@ fn acct(i: u64) -> Vec<u8> {
 pub fn transfers_keep_total_under_scan_and_snapshot_audits<E: Engine>(make: impl Fn() -> E) {
     let seed = seed("bank");
     let db = make();
-    let t = db.create_table("accounts").unwrap();
+    let t = db
+        .create_table_with("accounts", TableOptions::point_lookups())
+        .unwrap();
     let mut w = db.runner().unwrap();
     run(&mut w, |tx| {
         for i in 0..ACCOUNTS {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use granary_api::{Engine, ReadOnly, TableId, Tx, TxError, TxRunner};
+use granary_api::{Engine, ReadOnly, TableId, TableOptions, Tx, TxError, TxRunner};
 
 use crate::support::{enc, run, seed, stress, Rng};
 
@@ -38,7 +38,9 @@ pub fn delete_reinsert_churn<E: Engine>(make: impl Fn() -> E) {
 /// that the garbage was reclaimed).
 pub fn churn<E: Engine>(db: &E) {
     let seed = seed("churn");
-    let t = db.create_table("churn").unwrap();
+    let t = db
+        .create_table_with("churn", TableOptions::point_lookups())
+        .unwrap();
     let stop = AtomicBool::new(false);
     let toggles: Vec<[u64; KEYS as usize]> = std::thread::scope(|s| {
         let writers: Vec<_> = (0..2u64)

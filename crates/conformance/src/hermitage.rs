@@ -20,7 +20,7 @@
 
 use std::ops::Bound;
 
-use granary_api::{Engine, Interactive, InteractiveTx, TableId, Tx, TxError};
+use granary_api::{Engine, Interactive, InteractiveTx, TableId, TableOptions, Tx, TxError};
 use granary_check::{check, History, Level};
 use granary_workloads::record::{merge, Attempt, RecTx, Recorder, RecordingRunner};
 
@@ -298,7 +298,9 @@ pub fn run<E: Engine>(db: &E, s: Scenario) -> Outcome
 where
     E::Runner: Interactive,
 {
-    let t = db.create_table("test").expect("table");
+    let t = db
+        .create_table_with("test", TableOptions::point_lookups())
+        .expect("table");
     let mut loader = Recorder::new(1);
     {
         let mut w = db.runner().expect("runner");

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use granary_api::{Engine, Error, Tx, TxError, TxRunner};
+use granary_api::{Engine, Error, TableOptions, Tx, TxError, TxRunner};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -93,7 +93,9 @@ pub fn transactions_match_btreemap<E: Engine>(make: impl Fn() -> E, deletes: boo
 }
 
 fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
-    let t = db.create_table("t").unwrap();
+    let t = db
+        .create_table_with("t", TableOptions::point_lookups())
+        .unwrap();
     let mut w = db.runner().unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for &(ref ops, rollback) in txns {

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use granary_api::keys::Key;
-use granary_api::{AbortReason, Engine, Tx, TxError, TxRunner};
+use granary_api::{AbortReason, Engine, TableOptions, Tx, TxError, TxRunner};
 
 use crate::support::{collect, dec, enc, run, seed, stress, Rng};
 
@@ -18,8 +18,12 @@ use crate::support::{collect, dec, enc, run, seed, stress, Rng};
 pub fn scans_see_no_phantoms<E: Engine>(make: impl Fn() -> E, deletes: bool) {
     let seed = seed("phantom");
     let db = make();
-    let rows = db.create_table("rows").unwrap();
-    let counts = db.create_table("counts").unwrap();
+    let rows = db
+        .create_table_with("rows", TableOptions::point_lookups())
+        .unwrap();
+    let counts = db
+        .create_table_with("counts", TableOptions::point_lookups())
+        .unwrap();
     let groups = 4u64;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {

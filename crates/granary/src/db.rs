@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_utils::CachePadded;
-use granary_api::{TableId, MAX_TABLE_NAME_BYTES};
+use granary_api::{TableId, TableOptions, MAX_TABLE_NAME_BYTES};
 use granary_index::Tree;
 use parking_lot::Mutex;
 
@@ -146,6 +146,18 @@ impl Database {
     /// past [`MAX_TABLES`]; [`Error::TableNameTooLong`] past
     /// [`MAX_TABLE_NAME_BYTES`].
     pub fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.create_table_with(name, TableOptions::default())
+    }
+
+    /// Create a table with hints on its use: with
+    /// [`Options::point_index`](crate::Options::point_index) on, a table
+    /// of [`TableOptions::point_lookups`] keeps a point index beside its
+    /// tree. The hint is not logged: a table recovered from disk has no
+    /// point index.
+    ///
+    /// # Errors
+    /// As for [`Database::create_table`].
+    pub fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
         if name.len() > MAX_TABLE_NAME_BYTES {
             return Err(Error::TableNameTooLong {
                 len: name.len(),
@@ -166,7 +178,7 @@ impl Database {
         }
         let _ = self.shared.tables[id].set(Table {
             name: name.to_string(),
-            tree: if self.shared.options.point_index {
+            tree: if self.shared.options.point_index && o.point_lookups {
                 Tree::with_point_index()
             } else {
                 Tree::new()
@@ -182,9 +194,18 @@ impl Database {
     /// # Errors
     /// As for [`Database::create_table`].
     pub fn open_table(&self, name: &str) -> Result<TableId, Error> {
+        self.open_table_with(name, TableOptions::default())
+    }
+
+    /// [`Database::open_table`], creating the table with `o`
+    /// ([`Database::create_table_with`]) if it does not exist.
+    ///
+    /// # Errors
+    /// As for [`Database::create_table`].
+    pub fn open_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
         match self.table(name) {
             Ok(t) => Ok(t),
-            Err(_) => match self.create_table(name) {
+            Err(_) => match self.create_table_with(name, o) {
                 Err(Error::TableExists(_)) => self.table(name),
                 r => r,
             },

@@ -11,7 +11,9 @@
 
 use std::ops::Bound;
 
-use granary_api::{AbortReason, Engine, Error, ReadOnly, Stats, TableId, Tx, TxError, TxRunner};
+use granary_api::{
+    AbortReason, Engine, Error, ReadOnly, Stats, TableId, TableOptions, Tx, TxError, TxRunner,
+};
 
 use crate::{Database, Worker};
 
@@ -23,6 +25,10 @@ impl Engine for KvEngine<'_> {
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
         self.0.create_table(name)
+    }
+
+    fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        self.0.create_table_with(name, o)
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {

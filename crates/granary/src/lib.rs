@@ -58,7 +58,7 @@ mod worker;
 /// implements it, and a user of Silo alone needs only this crate.
 pub use granary_api::{
     keys, ticks, AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, Profile,
-    ReadOnly, SecondaryIndex, Stats, TableId, Tx, TxError, TxRunner, MAX_KEY_BYTES,
+    ReadOnly, SecondaryIndex, Stats, TableId, TableOptions, Tx, TxError, TxRunner, MAX_KEY_BYTES,
     MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 

@@ -9,8 +9,8 @@
 use std::ops::Bound;
 
 use granary_api::{
-    AbortReason, Engine, Error, Interactive, InteractiveTx, Profile, ReadOnly, Stats, TableId, Tx,
-    TxError, TxRunner,
+    AbortReason, Engine, Error, Interactive, InteractiveTx, Profile, ReadOnly, Stats, TableId,
+    TableOptions, Tx, TxError, TxRunner,
 };
 
 use crate::session::Session;
@@ -50,6 +50,14 @@ impl Engine for crate::db::Database {
 
     fn open_table(&self, name: &str) -> Result<TableId, Error> {
         crate::db::Database::open_table(self, name)
+    }
+
+    fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        crate::db::Database::create_table_with(self, name, o)
+    }
+
+    fn open_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        crate::db::Database::open_table_with(self, name, o)
     }
 
     fn runner(&self) -> Result<Worker, Error> {

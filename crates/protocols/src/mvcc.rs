@@ -61,7 +61,8 @@ use std::sync::{Arc, Mutex};
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Engine, Error, Interactive, InteractiveTx, Stats, TableId, Tx, TxError, TxRunner,
+    AbortReason, Engine, Error, Interactive, InteractiveTx, Stats, TableId, TableOptions, Tx,
+    TxError, TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
@@ -221,17 +222,32 @@ struct Shared {
     /// Slots below this have been used (the garbage scan stops here).
     high: AtomicUsize,
     tables: Catalog<Tree>,
+    /// Tables hinted [`TableOptions::point_lookups`] keep a point index.
+    point_index: bool,
 }
 
 impl Mvcc {
     /// An empty database giving `isolation`.
     pub fn new(isolation: Isolation) -> Mvcc {
+        Self::build(isolation, false)
+    }
+
+    /// An empty database giving `isolation` whose tables hinted
+    /// [`TableOptions::point_lookups`] keep a point index
+    /// (`granary_index::Tree::with_point_index`): a key's version chain
+    /// takes one hash probe to find instead of a descent.
+    pub fn with_point_index(isolation: Isolation) -> Mvcc {
+        Self::build(isolation, true)
+    }
+
+    fn build(isolation: Isolation, point_index: bool) -> Mvcc {
         Mvcc(Arc::new(Shared {
             isolation,
             clock: CachePadded::new(AtomicU64::new(1)),
             slots: (0..MAX_WORKERS).map(|_| CachePadded::default()).collect(),
             high: AtomicUsize::new(0),
             tables: Catalog::default(),
+            point_index,
         }))
     }
 }
@@ -261,7 +277,15 @@ impl Engine for Mvcc {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        self.0.tables.create(name, Tree::new)
+        self.create_table_with(name, TableOptions::default())
+    }
+
+    fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        if self.0.point_index && o.point_lookups {
+            self.0.tables.create(name, Tree::with_point_index)
+        } else {
+            self.0.tables.create(name, Tree::new)
+        }
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
@@ -692,7 +716,7 @@ fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
         };
         // Dereference the chain only if the tree still maps the key to it:
         // then it is reachable, hence alive, while we are pinned.
-        if tree.get(&u.key, &Pin(&g)).value != Some(u.chain as u64) {
+        if tree.find(&u.key, &Pin(&g)) != Some(u.chain as u64) {
             continue;
         }
         // SAFETY: reachable from the tree while pinned (above).
@@ -853,6 +877,12 @@ impl<'r> Txn<'r> {
         check_key(key)?;
         let db: &'r Shared = self.db;
         let tree = db.tables.get(t)?;
+        if tree.has_point_index() {
+            if let Some(c) = tree.find(key, &Pin(&self.guard)) {
+                // SAFETY: as below.
+                return Ok(Some(unsafe { &*(c as *const Chain) }));
+            }
+        }
         let l = tree.get(key, &Pin(&self.guard));
         if let Some(c) = l.value {
             // SAFETY: reachable from the tree while pinned; a chain is
@@ -1361,7 +1391,7 @@ mod tests {
     fn chain_len(db: &Mvcc, t: TableId, key: &[u8]) -> usize {
         let g = crossbeam_epoch::pin();
         let tree = db.0.tables.get(t).unwrap();
-        let c = tree.get(key, &Pin(&g)).value.unwrap() as *const Chain;
+        let c = tree.find(key, &Pin(&g)).unwrap() as *const Chain;
         // SAFETY: reached from the tree while pinned.
         let mut v = unsafe { &*c }.head.load(Ordering::Acquire);
         let mut n = 0;

@@ -35,8 +35,8 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Declared, Engine, Error, PartitionRule, Partitioning, Stats, TableId, Tx, TxError,
-    TxRunner,
+    AbortReason, Declared, Engine, Error, PartitionRule, Partitioning, Stats, TableId,
+    TableOptions, Tx, TxError, TxRunner,
 };
 
 use granary_index::{Insert, Retired, Tree};
@@ -113,6 +113,8 @@ struct Shared {
     partitioning: Partitioning,
     locks: Box<[CachePadded<PartitionLock>]>,
     tables: Catalog<Table>,
+    /// Tables hinted [`TableOptions::point_lookups`] keep a point index.
+    point_index: bool,
 }
 
 impl Partitioned {
@@ -131,7 +133,23 @@ impl Partitioned {
             partitioning,
             locks: (0..partitions).map(|_| CachePadded::default()).collect(),
             tables: Catalog::default(),
+            point_index: false,
         })))
+    }
+
+    /// [`Partitioned::new`], whose tables hinted
+    /// [`TableOptions::point_lookups`] keep a point index in each
+    /// partition (`granary_index::Tree::with_point_index`).
+    ///
+    /// # Errors
+    /// As [`Partitioned::new`].
+    pub fn with_point_index(
+        partitions: usize,
+        partitioning: Partitioning,
+    ) -> Result<Partitioned, Error> {
+        let mut p = Self::new(partitions, partitioning)?;
+        Arc::get_mut(&mut p.0).expect("not shared yet").point_index = true;
+        Ok(p)
     }
 
     /// How many partitions it has.
@@ -146,6 +164,13 @@ impl Engine for Partitioned {
     /// Create a table. Its rule comes from the store's partitioning;
     /// [`Error::InvalidOption`] if the partitioning has none for it.
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.create_table_with(name, TableOptions::default())
+    }
+
+    /// As `create_table`, with a point index per partition if hinted and
+    /// enabled.
+    fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        let point = self.0.point_index && o.point_lookups;
         let rule = (self.0.partitioning)(name).ok_or_else(|| {
             Error::InvalidOption(format!(
                 "Partitioned-Store needs a partition key for every table; table {name:?} has none"
@@ -159,7 +184,15 @@ impl Engine for Partitioned {
         self.0.tables.create(name, || Table {
             name: name.to_string(),
             rule,
-            trees: (0..n).map(|_| Tree::new()).collect(),
+            trees: (0..n)
+                .map(|_| {
+                    if point {
+                        Tree::with_point_index()
+                    } else {
+                        Tree::new()
+                    }
+                })
+                .collect(),
         })
     }
 
@@ -558,7 +591,7 @@ impl<'r> Txn<'r> {
             undo.steps.push(Step::Added { t, p, at, len });
             return Ok(false);
         }
-        let found = tree.get(key, &Owner).value;
+        let found = tree.find(key, &Owner);
         match (found, value) {
             (Some(v), Some(new)) => {
                 // SAFETY: a row of our partition.
@@ -614,7 +647,7 @@ impl<'r> Txn<'r> {
 impl Tx for Txn<'_> {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         let (table, p) = self.map(t, key, false)?;
-        let v = table.trees[p as usize].get(key, &Owner).value;
+        let v = table.trees[p as usize].find(key, &Owner);
         // SAFETY: locked (checked by `map`): no one else writes it.
         Ok(v.map(|v| unsafe { row_value(v) }))
     }
@@ -626,7 +659,7 @@ impl Tx for Txn<'_> {
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
         let (table, p) = self.map(t, key, true)?;
-        let Some(v) = table.trees[p as usize].get(key, &Owner).value else {
+        let Some(v) = table.trees[p as usize].find(key, &Owner) else {
             return Ok(None);
         };
         // SAFETY: locked (checked by `map`).

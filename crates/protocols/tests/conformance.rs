@@ -123,3 +123,46 @@ conformance_tests! {
     scans: yes,
     deletes: yes,
 }
+
+// The suite again with point indexes (`Tree::with_point_index`) on every
+// table: the suite hints `TableOptions::point_lookups` on each.
+
+conformance_tests! {
+    two_pl_no_wait_point_index,
+    engine: || TwoPl::with_point_index(Variant::NoWait),
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    hekaton_point_index,
+    engine: || Mvcc::with_point_index(Isolation::Serializable),
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    snapshot_isolation_point_index,
+    engine: || Mvcc::with_point_index(Isolation::Snapshot),
+    level: SnapshotIsolation,
+    aborts: yes,
+    interactive: yes(hermitage::SNAPSHOT_ISOLATION),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    partitioned_point_index,
+    engine: || Partitioned::with_point_index(4, hashed).expect("partitioned store"),
+    level: Serializable,
+    aborts: no("a procedure holds its partitions' locks before it runs, so it never conflicts"),
+    interactive: no("Partitioned-Store has no sessions: it locks a procedure's partitions up front"),
+    scans: yes,
+    deletes: yes,
+}

@@ -25,7 +25,9 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use granary_api::{Body, Declared, Done, Engine, Error, Procedure, TableId, Tx, TxError, TxRunner};
+use granary_api::{
+    Body, Declared, Done, Engine, Error, Procedure, TableId, TableOptions, Tx, TxError, TxRunner,
+};
 use granary_check::History;
 
 use crate::record::{merge, Attempt, AttemptIds, RecTx, Recorder, RecordingRunner};
@@ -178,7 +180,7 @@ pub fn run_check<E: Engine>(
         ));
     }
     let zipf = Zipf::new(cfg.keys, cfg.theta).map_err(|e| Error::InvalidOption(e.to_string()))?;
-    let table = engine.create_table(cfg.workload.name())?;
+    let table = engine.create_table_with(cfg.workload.name(), TableOptions::point_lookups())?;
     let mut loader = Recorder::new(cfg.threads as u16);
     let initial = match cfg.workload {
         CheckWorkload::Bank => Some(INITIAL_BALANCE),

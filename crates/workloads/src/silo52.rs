@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use granary_api::{Declared, Engine, Error, TableId, Tx, TxError, TxRunner};
+use granary_api::{Declared, Engine, Error, TableId, TableOptions, Tx, TxError, TxRunner};
 
 use crate::driver::{run_until_committed, Exec, Workload};
 use crate::rng::Rng;
@@ -136,7 +136,7 @@ impl Workload for Silo52 {
         // its numbers stay comparable with earlier ones: as many loaders as
         // worker threads (at most one per core), taking 1,000-key chunks in
         // turn.
-        let t = engine.create_table(crate::ycsb::TABLE)?;
+        let t = engine.create_table_with(crate::ycsb::TABLE, TableOptions::point_lookups())?;
         let value = vec![0u8; self.value_bytes];
         let (keys, chunks) = (self.keys, self.keys.div_ceil(LOAD_BATCH));
         let (next, done) = (AtomicU64::new(0), AtomicU64::new(0));

@@ -51,7 +51,9 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use granary_api::{Body, Done, Engine, Error, Procedure, TableId, Tx, TxError, TxRunner};
+use granary_api::{
+    Body, Done, Engine, Error, Procedure, TableId, TableOptions, Tx, TxError, TxRunner,
+};
 
 use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
 use crate::rng::Rng;
@@ -733,9 +735,9 @@ impl Workload for SmallBank {
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), Error> {
         let t = Tables {
-            account: engine.create_table(TABLES[0])?,
-            savings: engine.create_table(TABLES[1])?,
-            checking: engine.create_table(TABLES[2])?,
+            account: engine.create_table_with(TABLES[0], TableOptions::point_lookups())?,
+            savings: engine.create_table_with(TABLES[1], TableOptions::point_lookups())?,
+            checking: engine.create_table_with(TABLES[2], TableOptions::point_lookups())?,
         };
         let n = self.cfg.customers;
         let mut rng = Rng::new(LOAD_SEED, 0);

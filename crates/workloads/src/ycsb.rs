@@ -52,7 +52,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use granary_api::{Body, Done, Engine, Error, Procedure, ReadOnly, TableId, Tx, TxError, TxRunner};
+use granary_api::{
+    Body, Done, Engine, Error, Procedure, ReadOnly, TableId, TableOptions, Tx, TxError, TxRunner,
+};
 use serde::Serialize;
 
 use crate::driver::{load_parallel, run_until_committed, Exec, Workload};
@@ -796,7 +798,7 @@ impl Workload for Ycsb {
         engine: &E,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), Error> {
-        let t = engine.create_table(TABLE)?;
+        let t = engine.create_table_with(TABLE, TableOptions::point_lookups())?;
         let n = self.cfg.keys;
         let (bytes, len) = (self.cfg.value_bytes, self.cfg.key_bytes);
         load_parallel(engine, n, LOAD_BATCH, progress, &|key, insert| {

@@ -49,8 +49,8 @@ use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
 use granary_api::{
-    AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, Stats, TableId, Tx, TxError,
-    TxRunner,
+    AbortReason, Declared, Engine, Error, Interactive, InteractiveTx, Stats, TableId, TableOptions,
+    Tx, TxError, TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
@@ -136,6 +136,8 @@ pub struct TwoPl(Arc<Shared>);
 /// What the database and its runners share.
 struct Shared {
     variant: Variant,
+    /// Tables hinted [`TableOptions::point_lookups`] keep a point index.
+    point_index: bool,
     tables: Catalog<Table>,
 }
 
@@ -144,6 +146,19 @@ impl TwoPl {
     pub fn new(variant: Variant) -> TwoPl {
         TwoPl(Arc::new(Shared {
             variant,
+            point_index: false,
+            tables: Catalog::default(),
+        }))
+    }
+
+    /// An empty database running `variant` whose tables hinted
+    /// [`TableOptions::point_lookups`] keep a point index
+    /// (`granary_index::Tree::with_point_index`): rows found by key take
+    /// one hash probe instead of a descent.
+    pub fn with_point_index(variant: Variant) -> TwoPl {
+        TwoPl(Arc::new(Shared {
+            variant,
+            point_index: true,
             tables: Catalog::default(),
         }))
     }
@@ -173,8 +188,17 @@ impl Engine for TwoPl {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.create_table_with(name, TableOptions::default())
+    }
+
+    fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        let point = self.0.point_index && o.point_lookups;
         self.0.tables.create(name, || Table {
-            tree: Tree::new(),
+            tree: if point {
+                Tree::with_point_index()
+            } else {
+                Tree::new()
+            },
             removed_commit_key: AtomicU64::new(0),
         })
     }
@@ -491,8 +515,7 @@ impl Txn<'_> {
         let tree = &table.tree;
         let mut spins = 0u32;
         loop {
-            let found = tree.get(key, &Pin(&self.guard));
-            let (row, created, change) = match found.value {
+            let (row, created, change) = match tree.find(key, &Pin(&self.guard)) {
                 Some(v) => (v as *const Row, false, None),
                 None => {
                     let fresh = Box::into_raw(Row::new_absent(table));
@@ -647,7 +670,7 @@ impl Txn<'_> {
             return Ok(d.present.then_some(&d.value[..]));
         }
         let db: &Shared = self.db;
-        let Some(row) = db.tables.get(t)?.tree.get(key, &Pin(&self.guard)).value else {
+        let Some(row) = db.tables.get(t)?.tree.find(key, &Pin(&self.guard)) else {
             return Ok(None);
         };
         // SAFETY: from the index while pinned.

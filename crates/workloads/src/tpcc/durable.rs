@@ -44,7 +44,7 @@ impl Tpcc {
     pub fn attach<E: Engine>(&mut self, db: &E) -> Result<bool, Error> {
         let (Ok(meta), Ok(t)) = (
             db.table(META_TABLE),
-            load::make_tables(|name| db.table(name)),
+            load::make_tables(|name, _| db.table(name)),
         ) else {
             return Ok(false);
         };
@@ -88,7 +88,7 @@ impl Tpcc {
             return Ok(false);
         }
         let meta = db.open_table(META_TABLE)?;
-        let t = load::make_tables(|name| db.open_table(name))?;
+        let t = load::make_tables(|name, o| db.open_table_with(name, o))?;
         let mut w = db.runner()?;
         for table in all(&t) {
             clear(&mut w, table)?;

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use granary_api::{Declared, Engine, Error, Tx, TxRunner};
+use granary_api::{Declared, Engine, Error, TableOptions, Tx, TxRunner};
 
 use super::rows::{
     key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
@@ -106,25 +106,28 @@ pub(super) fn progress_total(c: &TpccConfig) -> u64 {
 }
 
 pub(super) fn create_tables<E: Engine>(e: &E) -> Result<Tables, Error> {
-    make_tables(|name| e.create_table(name))
+    make_tables(|name, o| e.create_table_with(name, o))
 }
 
-/// The tables, each made by `f(name)`.
+/// The tables, each made by `f(name, options)`. Warehouse, district,
+/// customer, item and stock rows are read and updated by key; the others
+/// are inserted all run and scanned, so they take no point index.
 pub(super) fn make_tables(
-    mut f: impl FnMut(&str) -> Result<granary_api::TableId, Error>,
+    mut f: impl FnMut(&str, TableOptions) -> Result<granary_api::TableId, Error>,
 ) -> Result<Tables, Error> {
+    let (point, plain) = (TableOptions::point_lookups(), TableOptions::default());
     Ok(Tables {
-        warehouse: f("warehouse")?,
-        district: f("district")?,
-        customer: f("customer")?,
-        customer_name: f("customer_name_idx")?,
-        history: f("history")?,
-        new_order: f("new_order")?,
-        order: f("oorder")?,
-        order_customer: f("oorder_c_id_idx")?,
-        order_line: f("order_line")?,
-        item: f("item")?,
-        stock: f("stock")?,
+        warehouse: f("warehouse", point)?,
+        district: f("district", point)?,
+        customer: f("customer", point)?,
+        customer_name: f("customer_name_idx", plain)?,
+        history: f("history", plain)?,
+        new_order: f("new_order", plain)?,
+        order: f("oorder", plain)?,
+        order_customer: f("oorder_c_id_idx", plain)?,
+        order_line: f("order_line", plain)?,
+        item: f("item", point)?,
+        stock: f("stock", point)?,
     })
 }
 
