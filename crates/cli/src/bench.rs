@@ -56,7 +56,7 @@ pub struct CommonArgs {
     /// district, customer, item and stock): a hash table that finds a
     /// present key with one bucket probe instead of a descent. Absent keys,
     /// scans and phantom checks still use the tree. Not in the papers
-    /// (Silo has Masstree alone). Every design but BOHM and Deuteronomy.
+    /// (Silo has Masstree alone). Every design but Deuteronomy.
     #[arg(long)]
     pub point_index: bool,
     /// Write every figure, the configuration and the machine as JSON.
@@ -486,6 +486,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     let mut opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
     if c.protocol.contains(&Protocol::Bohm) {
         opts.bohm = c.bohm.config()?;
+        opts.bohm.point_index = c.point_index;
     }
     opts.tc = tc;
     opts.dc = c.tc.dc;

@@ -73,7 +73,7 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 5)]
     pub epoch_ms: u64,
     /// Keep a point index (a hash table over the table's keys) beside the
-    /// tree, as `bench --point-index` does (every design but BOHM and
+    /// tree, as `bench --point-index` does (every design but
     /// Deuteronomy).
     #[arg(long)]
     pub point_index: bool,
@@ -154,6 +154,7 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
         .point_index(a.point_index);
     let mut opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
     opts.bohm = a.bohm.config()?;
+    opts.bohm.point_index = a.point_index;
     opts.tc = a.tc.config()?;
     opts.dc = a.tc.dc;
     opts.dc_cache = a.tc.dc_cache_mb << 20;

@@ -435,11 +435,11 @@ pub fn check_point_index(on: bool, protocols: &[Protocol]) -> Result<(), String>
     }
     match protocols
         .iter()
-        .find(|p| matches!(p, Protocol::Bohm | Protocol::Deuteronomy))
+        .find(|p| matches!(p, Protocol::Deuteronomy))
     {
         Some(p) => Err(format!(
             "--point-index: {} has no point index yet (silo, kv, 2pl-ordered, 2pl-nowait, \
-             partitioned, hekaton and si have)",
+             partitioned, hekaton, si and bohm have)",
             p.name()
         )),
         None => Ok(()),

@@ -62,8 +62,8 @@ use std::thread::JoinHandle;
 
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Body, Declared, Done, Engine, Error, Procedure, ReadOnly, Stats, TableId, Tx,
-    TxError, TxRunner,
+    AbortReason, Body, Declared, Done, Engine, Error, Procedure, ReadOnly, Stats, TableId,
+    TableOptions, Tx, TxError, TxRunner,
 };
 use granary_index::{Insert, Tree};
 
@@ -92,6 +92,10 @@ pub struct Config {
     /// is what a machine with few cores needs (one thread can run BOHM
     /// alone).
     pub both: bool,
+    /// Tables hinted [`TableOptions::point_lookups`] keep a point index
+    /// (`granary_index::Tree::with_point_index`): planning and reads find
+    /// a key's chain with one hash probe instead of a descent.
+    pub point_index: bool,
     /// Test-only mutant (NOT serializable): a read that finds a
     /// placeholder not yet produced reads the version below it instead of
     /// waiting for (or evaluating) its producer. The checker must catch it.
@@ -106,6 +110,7 @@ impl Default for Config {
             exec_threads: 1,
             batch: 1000,
             both: false,
+            point_index: false,
             #[cfg(feature = "mutant")]
             mutant_skip_unready: false,
         }
@@ -828,7 +833,7 @@ impl Planner {
             // SAFETY: chains live as long as the database.
             return Some(unsafe { &*c });
         }
-        let found = s.tables.get(t).ok()?.get(key, &Pin(g)).value;
+        let found = s.tables.get(t).ok()?.find(key, &Pin(g));
         let c: &Chain = match found {
             // SAFETY: as above.
             Some(c) => unsafe { &*(c as *const Chain) },
@@ -1013,7 +1018,7 @@ fn chain<'s>(
     g: &crossbeam_epoch::Guard,
 ) -> Option<&'s Chain> {
     let tree = s.tables.get(t).ok()?;
-    if let Some(c) = tree.get(key, &Pin(g)).value {
+    if let Some(c) = tree.find(key, &Pin(g)) {
         // SAFETY: chains live as long as the database.
         return Some(unsafe { &*(c as *const Chain) });
     }
@@ -1545,7 +1550,7 @@ impl Txn<'_> {
     fn visible<'v>(&mut self, t: TableId, key: &[u8]) -> Result<Option<&'v [u8]>, TxError> {
         check_key(key)?;
         let tree = self.s.tables.get(t)?;
-        let Some(c) = tree.get(key, &Pin(self.g)).value else {
+        let Some(c) = tree.find(key, &Pin(self.g)) else {
             return Ok(None);
         };
         self.visible_in(c)
@@ -1691,7 +1696,15 @@ impl Engine for Bohm {
     type Runner = Runner;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        self.shared.tables.create(name, Tree::new)
+        self.create_table_with(name, TableOptions::default())
+    }
+
+    fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
+        if self.shared.cfg.point_index && o.point_lookups {
+            self.shared.tables.create(name, Tree::with_point_index)
+        } else {
+            self.shared.tables.create(name, Tree::new)
+        }
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
@@ -1992,10 +2005,7 @@ impl ReadOnly for Snapshot<'_> {
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         check_key(key)?;
         let tree = self.s.tables.get(t)?;
-        Ok(tree
-            .get(key, &Pin(self.g))
-            .value
-            .and_then(|c| self.visible(c)))
+        Ok(tree.find(key, &Pin(self.g)).and_then(|c| self.visible(c)))
     }
 
     fn read_range(
@@ -2042,8 +2052,7 @@ impl Alone<'_> {
         let tree = self.s.tables.get(t)?;
         // SAFETY: chains live as long as the database.
         Ok(tree
-            .get(key, &Pin(self.g))
-            .value
+            .find(key, &Pin(self.g))
             .map(|c| unsafe { &*(c as *const Chain) }))
     }
 
@@ -2234,7 +2243,7 @@ mod tests {
     fn chain_len(db: &Bohm, t: TableId, key: u64) -> usize {
         let g = crossbeam_epoch::pin();
         let tree = db.shared.tables.get(t).unwrap();
-        let c = tree.get(&key.to_be_bytes(), &Pin(&g)).value.unwrap() as *const Chain;
+        let c = tree.find(&key.to_be_bytes(), &Pin(&g)).unwrap() as *const Chain;
         // SAFETY: pinned; chains live as long as the database.
         let mut v = unsafe { &*c }.head.load(Ordering::Acquire);
         let mut n = 0;

@@ -166,3 +166,21 @@ conformance_tests! {
     scans: yes,
     deletes: yes,
 }
+
+fn bohm_point_index() -> granary_protocols::bohm::Bohm {
+    granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config {
+        point_index: true,
+        ..Default::default()
+    })
+    .expect("bohm")
+}
+
+conformance_tests! {
+    bohm_point_index,
+    engine: bohm_point_index,
+    level: Serializable,
+    aborts: no("procedures are ordered before they run, and a closure runs alone"),
+    interactive: no("BOHM needs a transaction whole before it runs (bohm-vldb15 §3)"),
+    scans: yes,
+    deletes: yes,
+}
