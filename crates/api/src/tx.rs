@@ -51,6 +51,16 @@ pub trait Tx {
     /// A conflict, or a typed error for bad input.
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError>;
 
+    /// A hint that `key` will be read or written soon: a design may start
+    /// fetching what finding it takes into the cache (the point index's
+    /// bucket), so that a transaction that names its keys up front waits
+    /// for their cache misses together rather than one after another. It
+    /// reads nothing, conflicts with nothing, and bad input is ignored.
+    /// The default does nothing.
+    fn prefetch(&mut self, t: TableId, key: &[u8]) {
+        let _ = (t, key);
+    }
+
     /// Read-modify-write `key`: `f` changes a copy of its current value in
     /// place (the length stays), and that copy becomes the key's new value.
     /// Returns `None`, writing nothing, if the key is absent. For the

@@ -95,6 +95,11 @@ impl Tx for Transaction<'_> {
     }
 
     #[inline]
+    fn prefetch(&mut self, t: TableId, key: &[u8]) {
+        Transaction::prefetch(self, t, key)
+    }
+
+    #[inline]
     fn update<R>(
         &mut self,
         t: TableId,

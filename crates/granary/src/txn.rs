@@ -468,6 +468,16 @@ impl<'w> Transaction<'w> {
         Ok(present.then_some(&self.c.st.buf[..]))
     }
 
+    /// Start fetching what finding `key` takes into the cache
+    /// ([`Tx::prefetch`](granary_api::Tx::prefetch)); nothing is read.
+    pub fn prefetch(&mut self, t: TableId, key: &[u8]) {
+        if let Ok(table) = self.shared.table(t) {
+            // SAFETY: the worker is pinned for the whole transaction.
+            let pin = unsafe { ReadPin::new() };
+            table.tree.prefetch(key, &pin);
+        }
+    }
+
     /// Write `key → value`, inserting the key if it is missing.
     ///
     /// # Errors

@@ -123,6 +123,22 @@ pub(crate) fn prefetch(p: *const Header) {
     let _ = p;
 }
 
+/// Start fetching `lines` cache lines from `p` into cache.
+#[inline(always)]
+pub(crate) fn prefetch_lines(p: *const u8, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in 0..lines {
+        // SAFETY: prefetch never faults, even on a bad address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (p as *const i8).wrapping_add(64 * i),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines);
+}
+
 fn zeros<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
 }

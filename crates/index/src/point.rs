@@ -278,6 +278,17 @@ impl PointIndex {
         }
     }
 
+    /// Start fetching the head bucket of `p`'s chain into the cache.
+    ///
+    /// # Safety
+    /// The caller is pinned by a guard of the tree's domain.
+    #[inline]
+    pub unsafe fn prefetch(&self, p: &Probe<'_>) {
+        // SAFETY: the current table is readable while pinned.
+        let b = unsafe { &*self.cur.load(Ordering::Acquire) }.bucket(p.hash);
+        crate::node::prefetch_lines(b as *const Bucket as *const u8, 2);
+    }
+
     /// Lock the head bucket of `p`'s chain in the newest table that has
     /// it.
     fn lock(&self, p: &Probe<'_>) -> (&Table, &Bucket) {

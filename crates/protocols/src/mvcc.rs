@@ -1297,6 +1297,13 @@ impl Tx for Txn<'_> {
         self.write(t, key, Some(value), false, None).map(|_| ())
     }
 
+    fn prefetch(&mut self, t: TableId, key: &[u8]) {
+        let db: &Shared = self.db;
+        if let Ok(tree) = db.tables.get(t) {
+            tree.prefetch(key, &Pin(&self.guard));
+        }
+    }
+
     fn update<R>(
         &mut self,
         t: TableId,

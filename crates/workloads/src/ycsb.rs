@@ -576,6 +576,11 @@ impl Body for YcsbTxn {
         let (t, rmw, bytes) = (self.t, self.rmw, self.bytes);
         let mut rmws = 0u64;
         let mut acc = 0u64;
+        // The keys are known up front: their cache misses can overlap.
+        for &(k, _) in &self.ops {
+            key_bytes(k, self.key_bytes, &mut self.key);
+            tx.prefetch(t, &self.key);
+        }
         for &(k, write) in &self.ops {
             key_bytes(k, self.key_bytes, &mut self.key);
             let key = &self.key[..];

@@ -798,6 +798,13 @@ impl Tx for Txn<'_> {
         Ok(d.present.then_some(&d.value[..]))
     }
 
+    fn prefetch(&mut self, t: TableId, key: &[u8]) {
+        let db: &Shared = self.db;
+        if let Ok(table) = db.tables.get(t) {
+            table.tree.prefetch(key, &Pin(&self.guard));
+        }
+    }
+
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         check_value(value)?;
         let i = self.acquire(t, key, Mode::Exclusive)?;
