@@ -394,7 +394,7 @@ mod tests {
         use rows::key;
         let rule = partitioning();
         let mut names = Vec::new();
-        load::make_tables(|name| {
+        load::make_tables(|name, _| {
             names.push(name.to_string());
             Ok(TableId::new(names.len() as u32 - 1))
         })
