@@ -234,6 +234,15 @@ impl Drop for SmallBankThread {
 /// The transactions, on the tables: what a procedure runs, wherever it
 /// runs (in place, or handed to a pipelined design).
 impl Tables {
+    /// Hint that customer `c`'s rows come soon ([`Tx::prefetch`]): its
+    /// account row, and the balances under its own number (the id the
+    /// loader gives it; a hint for another id would only be wasted).
+    pub fn prefetch<T: Tx>(&self, tx: &mut T, c: u64) {
+        tx.prefetch(self.account, &name(c));
+        tx.prefetch(self.savings, &id_key(c));
+        tx.prefetch(self.checking, &id_key(c));
+    }
+
     /// Resolve a customer's name to its id (every transaction's first step).
     ///
     /// # Errors
@@ -694,6 +703,11 @@ impl Body for SmallBankTxn {
 
     fn run<T: Tx>(&mut self, tx: &mut T) -> Result<[(u64, i64); 2], TxError> {
         let (t, a, b, v) = (&self.t, self.a, self.b, self.v);
+        // The customers are known up front: their misses can overlap.
+        t.prefetch(tx, a);
+        if matches!(self.ty, TxType::Amalgamate | TxType::SendPayment) {
+            t.prefetch(tx, b);
+        }
         let r = match self.ty {
             TxType::Balance => t.balance(tx, a).map(|_| [(a, 0), (a, 0)]),
             TxType::DepositChecking => t.deposit_checking(tx, a, v).map(|d| [(a, d), (a, 0)]),
