@@ -627,6 +627,10 @@ impl Engine for Kv {
         KvEngine(&self.0).create_table(name)
     }
 
+    fn create_table_with(&self, name: &str, o: granary::TableOptions) -> Result<TableId, Error> {
+        KvEngine(&self.0).create_table_with(name, o)
+    }
+
     fn table(&self, name: &str) -> Result<TableId, Error> {
         KvEngine(&self.0).table(name)
     }
