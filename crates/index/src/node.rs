@@ -110,17 +110,7 @@ const NODE_LINES: usize = {
 /// same).
 #[inline(always)]
 pub(crate) fn prefetch(p: *const Header) {
-    #[cfg(target_arch = "x86_64")]
-    for i in 0..NODE_LINES {
-        // SAFETY: prefetch never faults, even on a bad address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (p as *const i8).wrapping_add(64 * i),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    prefetch_lines(p as *const u8, NODE_LINES)
 }
 
 /// Start fetching `lines` cache lines from `p` into cache.
