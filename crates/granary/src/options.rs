@@ -26,12 +26,14 @@ pub struct Options {
     /// Take commit TIDs from one shared atomic counter (the paper's
     /// MemSilo+GlobalTID, §5.2) — a deliberately non-scalable baseline.
     pub global_tid: bool,
-    /// `true`: every table keeps a point index beside its tree, a hash
-    /// table that finds a present key with one bucket probe instead of a
-    /// descent; absent keys and scans still use the tree, so phantom
-    /// protection is unchanged (ARCHITECTURE.md, "The point index"). It
-    /// costs 20–40 bytes a key and some work on each insert and remove.
-    /// `false` (default): the tree alone, as Silo's Masstree.
+    /// `true`: a table created with the hint
+    /// [`TableOptions::point_lookups`](granary_api::TableOptions::point_lookups)
+    /// keeps a point index beside its tree, a hash table that finds a
+    /// present key with one bucket probe instead of a descent; absent keys
+    /// and scans still use the tree, so phantom protection is unchanged
+    /// (ARCHITECTURE.md, "The point index"). It costs 20–45 bytes a key
+    /// and some work on each insert and remove. `false` (default): the
+    /// tree alone, as Silo's Masstree.
     pub point_index: bool,
     /// `true` (default): a committed value that fits its record overwrites
     /// it in place (Silo §4.5). `false`: every write allocates a new record
