@@ -285,6 +285,7 @@ impl PointIndex {
     #[inline]
     pub unsafe fn prefetch(&self, p: &Probe<'_>) {
         // SAFETY: the current table is readable while pinned.
+        // Acquire: pairs with the Release store of a grown table.
         let b = unsafe { &*self.cur.load(Ordering::Acquire) }.bucket(p.hash);
         crate::node::prefetch_lines(b as *const Bucket as *const u8, 2);
     }
@@ -292,6 +293,7 @@ impl PointIndex {
     /// Lock the head bucket of `p`'s chain in the newest table that has
     /// it.
     fn lock(&self, p: &Probe<'_>) -> (&Table, &Bucket) {
+        // Acquire: pairs with the Release store of a grown table.
         let mut t = self.cur.load(Ordering::Acquire);
         loop {
             // SAFETY: as in `get`: the caller is pinned.
@@ -299,6 +301,7 @@ impl PointIndex {
             let b = table.bucket(p.hash);
             let v = b.version.stable();
             if is_deleted(v) {
+                // Acquire: pairs with the Release store of `next`, made before any bucket moved.
                 t = table.next.load(Ordering::Acquire);
                 continue;
             }
@@ -387,11 +390,13 @@ impl PointIndex {
         if self.resizing.swap(true, Ordering::Acquire) {
             return None;
         }
+        // Acquire: pairs with the Release store of the last grown table.
         let old = self.cur.load(Ordering::Acquire);
         // SAFETY: the current table, and only the resizer retires it.
         let t = unsafe { &*old };
         if !self.crowded.load(R) {
             // Grown by another caller since this one was told to.
+            // Release: ends this (empty) turn as resizer, as below.
             self.resizing.store(false, Ordering::Release);
             return None;
         }
@@ -460,6 +465,7 @@ impl PointIndex {
     #[cfg(test)]
     pub fn buckets(&self) -> usize {
         // SAFETY: tests hold no concurrent resize across this.
+        // Acquire: pairs with the Release store of a grown table.
         unsafe { &*self.cur.load(Ordering::Acquire) }.buckets.len()
     }
 }
