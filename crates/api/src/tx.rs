@@ -61,6 +61,17 @@ pub trait Tx {
         let _ = (t, key);
     }
 
+    /// [`Tx::prefetch`] for several keys at once, each of its table. A
+    /// design may fetch in waves: every key's bucket, then every key's
+    /// record, then what the record points to, so that each wave's cache
+    /// misses overlap instead of each key's misses following one another.
+    /// The default hints each key in turn.
+    fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        for &(t, k) in keys {
+            self.prefetch(t, k);
+        }
+    }
+
     /// Read-modify-write `key`: `f` changes a copy of its current value in
     /// place (the length stays), and that copy becomes the key's new value.
     /// Returns `None`, writing nothing, if the key is absent. For the

@@ -13,8 +13,12 @@ use crate::protocol::WorkloadInfo;
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum WriteKindArg {
-    /// Read the value, change it, write it back.
+    /// Read the value, change it, write it back (the design's one-copy
+    /// in-place update, `Tx::update`).
     Rmw,
+    /// As rmw, but as a get, a copy and a put: what `Tx::update` is
+    /// measured against.
+    RmwGetPut,
     /// Overwrite without reading.
     Blind,
 }
@@ -117,6 +121,7 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
     if let Some(k) = a.write_kind {
         cfg = cfg.write_kind(match k {
             WriteKindArg::Rmw => WriteKind::Rmw,
+            WriteKindArg::RmwGetPut => WriteKind::RmwGetPut,
             WriteKindArg::Blind => WriteKind::Blind,
         });
     }

@@ -246,6 +246,12 @@ impl Record {
         (self.cap & !IN_SLAB) as usize
     }
 
+    /// The record's bytes in all: its header and its value's room.
+    #[inline]
+    pub fn footprint(&self) -> usize {
+        HEADER + self.capacity()
+    }
+
     /// Overwrite the value. The caller holds the lock (or the record is not
     /// yet published); `value.len() <= capacity()`.
     #[inline]
@@ -280,6 +286,14 @@ impl Record {
     /// As [`Record::load_value`], but at most the first `max` bytes.
     #[inline]
     pub fn load_prefix(&self, out: &mut Vec<u8>, max: usize) {
+        self.load_prefix_at(out, 0, max);
+    }
+
+    /// As [`Record::load_prefix`], but `out` keeps its first `at` bytes
+    /// and the value follows them (a read straight into a write set's
+    /// arena, see `Transaction::update`).
+    #[inline]
+    pub fn load_prefix_at(&self, out: &mut Vec<u8>, at: usize, max: usize) {
         let len = (self.len.load(Ordering::Relaxed) as usize)
             .min(self.capacity())
             .min(max);
@@ -287,9 +301,11 @@ impl Record {
         let n = len / 8;
         // Fill the spare capacity word by word and set the length once: no
         // zeroing first, no per-word capacity checks.
-        out.clear();
+        out.truncate(at);
+        debug_assert_eq!(out.len(), at, "`at` is within `out`");
         out.reserve(len);
-        let dst = out.as_mut_ptr();
+        // SAFETY: `reserve` made room for `len` bytes after `at`.
+        let dst = unsafe { out.as_mut_ptr().add(at) };
         for (i, w) in words[..n].iter().enumerate() {
             // SAFETY: `i * 8 + 8 <= len <= capacity`; unaligned store.
             unsafe { (dst.add(i * 8) as *mut u64).write_unaligned(w.load(Ordering::Relaxed)) };
@@ -301,8 +317,9 @@ impl Record {
             // bytes and does not overlap `out`.
             unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(n * 8), rest) };
         }
-        // SAFETY: all `len` bytes were just initialised.
-        unsafe { out.set_len(len) };
+        // SAFETY: the first `at` bytes were kept, and the `len` after them
+        // were just initialised.
+        unsafe { out.set_len(at + len) };
     }
 
     /// The TID word, spinning while it is locked.
@@ -329,10 +346,18 @@ impl Record {
     /// value; the TID word covers the whole value all the same.
     #[inline]
     pub fn read_prefix(&self, out: &mut Vec<u8>, max: usize) -> Tid {
+        self.read_prefix_at(out, 0, max)
+    }
+
+    /// As [`Record::read_prefix`], but the value lands after the first
+    /// `at` bytes of `out`, which are kept (see
+    /// [`Record::load_prefix_at`]).
+    #[inline]
+    pub fn read_prefix_at(&self, out: &mut Vec<u8>, at: usize, max: usize) -> Tid {
         loop {
             let t1 = self.stable_tid();
             if t1.is_absent() {
-                out.clear();
+                out.truncate(at);
                 // Absent records carry no value; re-check nothing changed.
                 fence(Ordering::Acquire);
                 if self.tid.load(Ordering::Relaxed) == t1.0 {
@@ -340,7 +365,7 @@ impl Record {
                 }
                 continue;
             }
-            self.load_prefix(out, max);
+            self.load_prefix_at(out, at, max);
             // Acquire fence: the copy happens before the re-check; pairs with
             // the Release fence after locking in `lock`.
             fence(Ordering::Acquire);

@@ -100,6 +100,11 @@ impl Tx for Transaction<'_> {
     }
 
     #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        Transaction::prefetch_many(self, keys)
+    }
+
+    #[inline]
     fn update<R>(
         &mut self,
         t: TableId,

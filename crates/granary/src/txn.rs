@@ -478,6 +478,52 @@ impl<'w> Transaction<'w> {
         }
     }
 
+    /// [`Tx::prefetch_many`](granary_api::Tx::prefetch_many): with a
+    /// point index, in three waves (every key's bucket; every present
+    /// key's record header; the rest of each record), so that each wave's
+    /// misses overlap. A wave waits only for the lines the one before
+    /// started fetching. Nothing is recorded: the reads that follow are
+    /// the transaction's.
+    pub fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        /// Records whose lines are fetched together.
+        const WAVE: usize = 16;
+        /// At most this many lines of one record.
+        const MOST_LINES: usize = 32;
+        // SAFETY: the worker is pinned for the whole transaction.
+        let pin = unsafe { ReadPin::new() };
+        let mut points = false;
+        for &(t, k) in keys {
+            if let Ok(table) = self.shared.table(t) {
+                table.tree.prefetch(k, &pin);
+                points |= table.tree.has_point_index();
+            }
+        }
+        if !points {
+            return;
+        }
+        for chunk in keys.chunks(WAVE) {
+            let mut recs = [std::ptr::null::<Record>(); WAVE];
+            for (r, &(t, k)) in recs.iter_mut().zip(chunk) {
+                let Ok(table) = self.shared.table(t) else {
+                    continue;
+                };
+                if !table.tree.has_point_index() {
+                    continue;
+                }
+                if let Some(p) = table.tree.find(k, &pin) {
+                    *r = p as *const Record;
+                    granary_index::prefetch_lines(*r as *const u8, 1);
+                }
+            }
+            for &r in recs.iter().take(chunk.len()).filter(|r| !r.is_null()) {
+                // SAFETY: reachable from the tree while pinned; the
+                // footprint is immutable once published.
+                let n = unsafe { &*r }.footprint().div_ceil(64).min(MOST_LINES);
+                granary_index::prefetch_lines((r as *const u8).wrapping_add(64), n - 1);
+            }
+        }
+    }
+
     /// Write `key → value`, inserting the key if it is missing.
     ///
     /// # Errors
@@ -499,15 +545,61 @@ impl<'w> Transaction<'w> {
         key: &[u8],
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        if self.get(t, key)?.is_none() {
-            return Ok(None);
+        self.enter(t, key)?;
+        if let Some(i) = self.c.st.find_write(t, key) {
+            // Our own write: change its bytes in the arena.
+            let st = &mut self.c.st;
+            return Ok(st.write_set[i].value.map(|r| {
+                let (s, n) = (r.0 as usize, r.1 as usize);
+                f(&mut st.arena[s..s + n])
+            }));
         }
-        // `write` leaves `buf` alone: it copies the value into the arena.
-        let mut buf = std::mem::take(&mut self.c.st.buf);
-        let r = f(&mut buf);
-        let w = self.write(t, key, &buf, false);
-        self.c.st.buf = buf;
-        w.map(|()| Some(r))
+        loop {
+            match self.lookup(t, key) {
+                Found::Missing(leaf, version) => {
+                    // §4.6: the key must still be missing at commit.
+                    self.c.st.node_set.push(NodeEntry { leaf, version });
+                    return Ok(None);
+                }
+                Found::Record(p) => {
+                    // SAFETY: reachable from the tree while pinned.
+                    let rec = unsafe { &*p };
+                    let t0 = probe(self.c.profiling);
+                    let st = &mut self.c.st;
+                    // The key, then the value read straight after it: the
+                    // write set's copy is the only one (§4.5's read, into
+                    // the arena instead of `buf`).
+                    let key_at = st.push_bytes(key);
+                    let at = st.arena.len();
+                    let tid = rec.read_prefix_at(&mut st.arena, at, usize::MAX);
+                    if self.c.profiling {
+                        self.c.prof.record += ticks() - t0;
+                    }
+                    let st = &mut self.c.st;
+                    if !tid.is_latest() {
+                        st.arena.truncate(key_at.0 as usize);
+                        continue; // superseded by a bigger copy: look again
+                    }
+                    st.read_set.push(ReadEntry { rec: p, tid });
+                    if tid.is_absent() {
+                        st.arena.truncate(key_at.0 as usize);
+                        return Ok(None);
+                    }
+                    let value = (at as u32, (st.arena.len() - at) as u32);
+                    let r = f(&mut st.arena[at..]);
+                    st.push_write(WriteEntry {
+                        table: t,
+                        rec: p,
+                        kind: WriteKind::Existing,
+                        key: key_at,
+                        value: Some(value),
+                        locked: Tid::default(),
+                        hash: key_hash(t, key),
+                    });
+                    return Ok(Some(r));
+                }
+            }
+        }
     }
 
     /// Insert `key → value`; fails with [`Error::KeyExists`] if the key is

@@ -38,5 +38,6 @@ mod tree;
 mod version;
 
 pub use key::Retired;
+pub use node::prefetch_lines;
 pub use tree::{Cursor, Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree};
 pub use version::NodeVersion;

@@ -113,9 +113,10 @@ pub(crate) fn prefetch(p: *const Header) {
     prefetch_lines(p as *const u8, NODE_LINES)
 }
 
-/// Start fetching `lines` cache lines from `p` into cache.
+/// Start fetching `lines` cache lines from `p` into cache (a hint: never
+/// faults, even on a bad or null address).
 #[inline(always)]
-pub(crate) fn prefetch_lines(p: *const u8, lines: usize) {
+pub fn prefetch_lines(p: *const u8, lines: usize) {
     #[cfg(target_arch = "x86_64")]
     for i in 0..lines {
         // SAFETY: prefetch never faults, even on a bad address.

@@ -151,17 +151,19 @@ unsafe fn free_version(p: *mut Version) {
 #[cfg(test)]
 static LIVE_VERSIONS: AtomicUsize = AtomicUsize::new(0);
 
-/// Free the versions at `ps` once no pinned thread can see them: one
+/// Free the versions at `ps` (addresses, or [`Tail::tagged`] ones) once no pinned thread can see them: one
 /// deferred call for the lot (see [`crate::reclaim::retire_all`]).
 ///
 /// # Safety
 /// Each is unreachable for threads that pin from now on, and retired once.
 unsafe fn retire_versions(g: &Guard, ps: Vec<usize>) {
     /// # Safety
-    /// As [`free_version`].
+    /// As [`free_version`], for an address or a [`Tail::tagged`] one.
     unsafe fn free(p: usize) {
+        #[cfg(test)]
+        LIVE_VERSIONS.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: the caller's contract.
-        unsafe { free_version(p as *mut Version) }
+        unsafe { Version::free_tagged(p) }
     }
     // SAFETY: the caller's contract.
     unsafe { retire_all(g, ps, free) }
@@ -776,7 +778,10 @@ unsafe fn truncate(from: *mut Version, oldest: u64, garbage: &mut Vec<usize>) {
         if b & REF == 0 && b < oldest {
             let mut cut = ver.prev.swap(std::ptr::null_mut(), Ordering::AcqRel);
             while !cut.is_null() {
-                garbage.push(cut as usize);
+                // Tagged with its size while its header is in cache: the
+                // free, a grace period later, need not read it again.
+                // SAFETY: alive (pinned).
+                garbage.push(unsafe { Version::tagged(cut) });
                 // SAFETY: unreachable now (cut off above, by the one
                 // thread that may cut this chain); listed once each.
                 cut = unsafe { (&*cut).prev.load(Ordering::Acquire) };
@@ -1301,6 +1306,59 @@ impl Tx for Txn<'_> {
         let db: &Shared = self.db;
         if let Ok(tree) = db.tables.get(t) {
             tree.prefetch(key, &Pin(&self.guard));
+        }
+    }
+
+    /// With a point index, in four waves: every key's bucket, chain,
+    /// newest version's header, and the rest of that version; each wave
+    /// waits only for lines the one before started fetching.
+    fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        const WAVE: usize = 16;
+        const MOST_LINES: usize = 32;
+        let db: &Shared = self.db;
+        let pin = Pin(&self.guard);
+        let mut points = false;
+        for &(t, k) in keys {
+            if let Ok(tree) = db.tables.get(t) {
+                tree.prefetch(k, &pin);
+                points |= tree.has_point_index();
+            }
+        }
+        if !points {
+            return;
+        }
+        for chunk in keys.chunks(WAVE) {
+            let mut ps = [0usize; WAVE];
+            for (p, &(t, k)) in ps.iter_mut().zip(chunk) {
+                let Ok(tree) = db.tables.get(t) else {
+                    continue;
+                };
+                if !tree.has_point_index() {
+                    continue;
+                }
+                if let Some(c) = tree.find(k, &pin) {
+                    *p = c as usize;
+                    crate::sync::prefetch(c as *const Chain);
+                }
+            }
+            for p in ps.iter_mut().filter(|p| **p != 0) {
+                // SAFETY: reachable from the tree while pinned (see
+                // `chain`).
+                let head = unsafe { &*(*p as *const Chain) }
+                    .head
+                    .load(Ordering::Acquire);
+                *p = head as usize;
+                crate::sync::prefetch(head);
+            }
+            for &p in ps.iter().filter(|p| **p != 0) {
+                // SAFETY: a version reachable while pinned; its room is
+                // immutable.
+                let n = unsafe { &*(p as *const Version) }
+                    .footprint()
+                    .div_ceil(64)
+                    .min(MOST_LINES);
+                granary_index::prefetch_lines((p as *const u8).wrapping_add(64), n - 1);
+            }
         }
     }
 

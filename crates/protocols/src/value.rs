@@ -62,11 +62,7 @@ impl<H> Tail<H> {
         let cap = ((Self::BYTES + room.max(len) + 63) & !63) - Self::BYTES;
         let cap = u32::try_from(cap).expect("value sizes are bounded");
         let layout = Self::layout(cap);
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc(layout) } as *mut Self;
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
+        let p = pool::alloc(layout) as *mut Self;
         // SAFETY: freshly allocated, large enough for the header and `len`
         // bytes after it.
         unsafe {
@@ -92,13 +88,51 @@ impl<H> Tail<H> {
         unsafe {
             let layout = Self::layout((*p).cap);
             std::ptr::drop_in_place(p);
-            std::alloc::dealloc(p as *mut u8, layout);
+            pool::free(p as *mut u8, layout);
         }
+    }
+
+    /// `p`'s address with its size in cache lines in the low bits (a
+    /// record is 64-byte aligned), for [`Tail::free_tagged`], which then
+    /// frees it without reading it: a record freed long after it was last
+    /// touched is a cache miss to read. Reads `p`'s header now.
+    ///
+    /// # Safety
+    /// `p` came from [`Tail::alloc`] and is alive.
+    pub unsafe fn tagged(p: *mut Self) -> usize {
+        // SAFETY: the caller's contract.
+        let lines = unsafe { &*p }.footprint() / 64;
+        p as usize | if lines < 64 { lines } else { 0 }
+    }
+
+    /// Free a record given by [`Tail::tagged`] or by its plain address.
+    ///
+    /// # Safety
+    /// As [`Tail::free`], for the record at the address.
+    pub unsafe fn free_tagged(t: usize) {
+        let (p, lines) = ((t & !63) as *mut Self, t & 63);
+        if lines == 0 || std::mem::needs_drop::<H>() {
+            // SAFETY: the caller's contract.
+            return unsafe { Self::free(p) };
+        }
+        // SAFETY: the caller's contract; a header without drop glue, and
+        // the layout `alloc` used (`footprint` is `BYTES + cap`).
+        unsafe {
+            pool::free(
+                p as *mut u8,
+                Self::layout((lines * 64 - Self::BYTES) as u32),
+            )
+        };
     }
 
     /// The bytes the record has room for.
     pub fn room(&self) -> usize {
         self.cap as usize
+    }
+
+    /// The record's bytes in all: its header and its room.
+    pub fn footprint(&self) -> usize {
+        Self::BYTES + self.cap as usize
     }
 
     fn bytes(p: *const Self) -> *mut u8 {
@@ -154,6 +188,150 @@ impl<H> Tail<H> {
     }
 }
 
+/// A per-thread cache of freed blocks, by size.
+///
+/// A version store frees blocks long after it wrote them (an MVCC version
+/// lives until a newer one of its key is old enough): with a general
+/// allocator each free reads the block's page metadata and each allocation
+/// reads the block's free-list link, two dependent cache misses per
+/// write on BOHM's 10RMW. Here a freed block's address goes on a stack
+/// that is the thread's own, and the next allocation of the same size
+/// takes it back: neither touches the block. Blocks may be freed on
+/// another thread than the one that allocated them (epoch reclamation runs
+/// deferred frees wherever it collects); they all come from the global
+/// allocator, so any thread may keep or return them.
+mod pool {
+    use std::alloc::Layout;
+
+    /// Blocks of 1 to `CLASSES` cache lines are kept.
+    const CLASSES: usize = 32;
+    /// Each class keeps at most this many bytes per thread; the rest goes
+    /// back to the global allocator.
+    const MAX_BYTES: usize = 4 << 20;
+
+    fn class(layout: Layout) -> Option<usize> {
+        let lines = layout.size() / 64;
+        (layout.align() == 64 && layout.size().is_multiple_of(64) && (1..=CLASSES).contains(&lines))
+            .then(|| lines - 1)
+    }
+
+    #[cfg(not(loom))]
+    mod cache {
+        use std::alloc::Layout;
+        use std::cell::RefCell;
+
+        use super::{CLASSES, MAX_BYTES};
+
+        pub(super) struct Stacks([Vec<*mut u8>; CLASSES]);
+
+        impl Drop for Stacks {
+            fn drop(&mut self) {
+                for (c, s) in self.0.iter_mut().enumerate() {
+                    let layout = Layout::from_size_align((c + 1) * 64, 64).expect("small");
+                    for p in s.drain(..) {
+                        // SAFETY: kept by `put`, from the global allocator
+                        // with this layout, and nowhere else.
+                        unsafe { std::alloc::dealloc(p, layout) };
+                    }
+                }
+            }
+        }
+
+        thread_local! {
+            static STACKS: RefCell<Stacks> = const { RefCell::new(Stacks([const { Vec::new() }; CLASSES])) };
+        }
+
+        /// A kept block of class `c`. The one the next call will hand out
+        /// starts coming into cache now, for writing: a writer fills a new
+        /// block right away, and stores that miss in every line of it hold
+        /// up the compare-and-swap that publishes it (BOHM's 10RMW on
+        /// Hekaton spent a fifth of its time there).
+        pub(super) fn take(c: usize) -> Option<*mut u8> {
+            STACKS
+                .try_with(|s| {
+                    let mut s = s.try_borrow_mut().ok()?;
+                    let st = &mut s.0[c];
+                    let p = st.pop()?;
+                    if let Some(&next) = st.last() {
+                        prefetch_for_write(next, c + 1);
+                    }
+                    Some(p)
+                })
+                .ok()
+                .flatten()
+        }
+
+        fn prefetch_for_write(p: *mut u8, lines: usize) {
+            #[cfg(target_arch = "x86_64")]
+            for i in 0..lines {
+                // SAFETY: prefetch never faults.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
+                        p.wrapping_add(64 * i) as *const i8,
+                    )
+                };
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (p, lines);
+        }
+
+        /// Keep `p` (of class `c`); false if it must be freed instead.
+        pub(super) fn put(c: usize, p: *mut u8) -> bool {
+            let most = MAX_BYTES / ((c + 1) * 64);
+            STACKS
+                .try_with(|s| {
+                    let Ok(mut s) = s.try_borrow_mut() else {
+                        return false;
+                    };
+                    let st = &mut s.0[c];
+                    if st.len() >= most {
+                        return false;
+                    }
+                    st.push(p);
+                    true
+                })
+                .unwrap_or(false)
+        }
+    }
+
+    /// Under loom, threads are not the OS's: no cache.
+    #[cfg(loom)]
+    mod cache {
+        pub(super) fn take(_: usize) -> Option<*mut u8> {
+            None
+        }
+        pub(super) fn put(_: usize, _: *mut u8) -> bool {
+            false
+        }
+    }
+
+    /// A block of `layout` (non-zero size).
+    pub(super) fn alloc(layout: Layout) -> *mut u8 {
+        if let Some(p) = class(layout).and_then(cache::take) {
+            return p;
+        }
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc(layout) };
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        p
+    }
+
+    /// Free a block from [`alloc`] with the same layout.
+    ///
+    /// # Safety
+    /// `p` came from [`alloc`] with `layout`, and is freed once.
+    pub(super) unsafe fn free(p: *mut u8, layout: Layout) {
+        if class(layout).is_some_and(|c| cache::put(c, p)) {
+            return;
+        }
+        // SAFETY: the caller's contract: every block comes from the global
+        // allocator with its layout.
+        unsafe { std::alloc::dealloc(p, layout) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +358,34 @@ mod tests {
             Tail::free(short);
             Tail::free(long);
             Tail::free(gone);
+        }
+    }
+
+    #[test]
+    fn freed_blocks_are_reused_and_tags_carry_the_size() {
+        let a = Tail::alloc(3u64, Some(&[1; 1000]), 0);
+        // SAFETY: ours alone; freed once.
+        let t = unsafe { Tail::tagged(a) };
+        assert_eq!(t & !63, a as usize);
+        assert_eq!(
+            t & 63,
+            1024 / 64,
+            "16 bytes of header and 1,000 of value: 16 lines"
+        );
+        // SAFETY: as above.
+        unsafe { Tail::<u64>::free_tagged(t) };
+        // The thread keeps the block and hands it out again, for the same
+        // size only.
+        let small = Tail::alloc(3u64, Some(&[2; 8]), 0);
+        assert_ne!(small, a);
+        let b = Tail::alloc(4u64, Some(&[3; 1000]), 0);
+        assert_eq!(b, a);
+        // SAFETY: ours alone; each freed once (a plain address is a
+        // valid tag).
+        unsafe {
+            assert_eq!((*b).value(), Some(&[3; 1000][..]));
+            Tail::<u64>::free_tagged(b as usize);
+            Tail::free(small);
         }
     }
 

@@ -234,13 +234,21 @@ impl Drop for SmallBankThread {
 /// The transactions, on the tables: what a procedure runs, wherever it
 /// runs (in place, or handed to a pipelined design).
 impl Tables {
-    /// Hint that customer `c`'s rows come soon ([`Tx::prefetch`]): its
-    /// account row, and the balances under its own number (the id the
-    /// loader gives it; a hint for another id would only be wasted).
-    pub fn prefetch<T: Tx>(&self, tx: &mut T, c: u64) {
-        tx.prefetch(self.account, &name(c));
-        tx.prefetch(self.savings, &id_key(c));
-        tx.prefetch(self.checking, &id_key(c));
+    /// Hint that the rows of customers `a` and `b` come soon
+    /// ([`Tx::prefetch_many`]): each one's account row, and the balances
+    /// under its own number (the id the loader gives it; a hint for
+    /// another id would only be wasted).
+    pub fn prefetch<T: Tx>(&self, tx: &mut T, a: u64, b: Option<u64>) {
+        let names = [name(a), name(b.unwrap_or(a))];
+        let ids = [id_key(a), id_key(b.unwrap_or(a))];
+        let n = 1 + usize::from(b.is_some());
+        let mut keys: [(TableId, &[u8]); 6] = [(self.account, &[]); 6];
+        for i in 0..n {
+            keys[3 * i] = (self.account, &names[i]);
+            keys[3 * i + 1] = (self.savings, &ids[i]);
+            keys[3 * i + 2] = (self.checking, &ids[i]);
+        }
+        tx.prefetch_many(&keys[..3 * n]);
     }
 
     /// Resolve a customer's name to its id (every transaction's first step).
@@ -704,9 +712,10 @@ impl Body for SmallBankTxn {
     fn run<T: Tx>(&mut self, tx: &mut T) -> Result<[(u64, i64); 2], TxError> {
         let (t, a, b, v) = (&self.t, self.a, self.b, self.v);
         // The customers are known up front: their misses can overlap.
-        t.prefetch(tx, a);
         if matches!(self.ty, TxType::Amalgamate | TxType::SendPayment) {
-            t.prefetch(tx, b);
+            t.prefetch(tx, a, Some(b));
+        } else {
+            t.prefetch(tx, a, None);
         }
         let r = match self.ty {
             TxType::Balance => t.balance(tx, a).map(|_| [(a, 0), (a, 0)]),

@@ -111,10 +111,21 @@ pub enum OpMix {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WriteKind {
-    /// Read the value, increment its counter, write it back.
+    /// Read the value, increment its counter, write it back, through the
+    /// design's one-copy [`Tx::update`].
     Rmw,
+    /// As [`WriteKind::Rmw`], but as a `get`, a copy and a `put`: the
+    /// path [`Tx::update`] replaced, kept to measure it against.
+    RmwGetPut,
     /// Overwrite the value without reading it.
     Blind,
+}
+
+impl WriteKind {
+    /// Whether a write reads the value first.
+    pub fn reads(self) -> bool {
+        self != WriteKind::Blind
+    }
 }
 
 /// How keys are chosen.
@@ -560,56 +571,84 @@ pub struct YcsbTxn {
     t: TableId,
     /// (key, writes?)
     ops: Vec<(u64, bool)>,
-    /// Writes read-modify-write (else blind writes of `bytes`).
-    rmw: bool,
+    /// What a write does.
+    kind: WriteKind,
     bytes: usize,
     key_bytes: usize,
     buf: Vec<u8>,
     key: Vec<u8>,
+    /// Every operation's key, `key_bytes` each, in order.
+    keys: Vec<u8>,
 }
+
+/// Keys hinted together ([`Tx::prefetch_many`]) before their operations
+/// run.
+const PREFETCH_KEYS: usize = 16;
 
 impl Body for YcsbTxn {
     /// Read-modify-writes done.
     type Output = u64;
 
     fn run<T: Tx>(&mut self, tx: &mut T) -> Result<u64, TxError> {
-        let (t, rmw, bytes) = (self.t, self.rmw, self.bytes);
+        let (t, kind, bytes) = (self.t, self.kind, self.bytes);
         let mut rmws = 0u64;
         let mut acc = 0u64;
-        // The keys are known up front: their cache misses can overlap.
+        let kb = self.key_bytes;
+        self.keys.clear();
         for &(k, _) in &self.ops {
-            key_bytes(k, self.key_bytes, &mut self.key);
-            tx.prefetch(t, &self.key);
+            key_bytes(k, kb, &mut self.key);
+            self.keys.extend_from_slice(&self.key);
         }
-        for &(k, write) in &self.ops {
-            key_bytes(k, self.key_bytes, &mut self.key);
-            let key = &self.key[..];
-            if write && !rmw {
-                Ycsb::initial_value(k, &mut self.buf, bytes);
-                tx.put(t, key, &self.buf)?;
-                continue;
+        for (c, chunk) in self.ops.chunks(PREFETCH_KEYS).enumerate() {
+            // The keys are known up front: a chunk's cache misses overlap.
+            let base = c * PREFETCH_KEYS;
+            let mut keys: [(TableId, &[u8]); PREFETCH_KEYS] = [(t, &[]); PREFETCH_KEYS];
+            for (j, key) in keys.iter_mut().take(chunk.len()).enumerate() {
+                key.1 = &self.keys[(base + j) * kb..(base + j + 1) * kb];
             }
-            let missing = || TxError::user(format!("YCSB key {k} missing"));
-            let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
-            if write {
-                // One copy: the design's read-modify-write.
-                let bumped = tx.update(t, key, |v| {
+            tx.prefetch_many(&keys[..chunk.len()]);
+            for (j, &(k, write)) in chunk.iter().enumerate() {
+                let key = keys[j].1;
+                if write && kind == WriteKind::Blind {
+                    Ycsb::initial_value(k, &mut self.buf, bytes);
+                    tx.put(t, key, &self.buf)?;
+                    continue;
+                }
+                let missing = || TxError::user(format!("YCSB key {k} missing"));
+                let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
+                if write && kind == WriteKind::RmwGetPut {
+                    let v = tx.get(t, key)?.ok_or_else(missing)?;
                     if v.len() < 8 {
-                        return Err(v.len());
+                        return Err(short(v.len()));
                     }
                     let c = value_counter(v).wrapping_add(1);
-                    v[..8].copy_from_slice(&c.to_le_bytes());
-                    Ok(())
-                })?;
-                bumped.ok_or_else(missing)?.map_err(short)?;
-                rmws += 1;
-                continue;
+                    self.buf.clear();
+                    self.buf.extend_from_slice(v);
+                    self.buf[..8].copy_from_slice(&c.to_le_bytes());
+                    tx.put(t, key, &self.buf)?;
+                    rmws += 1;
+                    continue;
+                }
+                if write {
+                    // One copy: the design's read-modify-write.
+                    let bumped = tx.update(t, key, |v| {
+                        if v.len() < 8 {
+                            return Err(v.len());
+                        }
+                        let c = value_counter(v).wrapping_add(1);
+                        v[..8].copy_from_slice(&c.to_le_bytes());
+                        Ok(())
+                    })?;
+                    bumped.ok_or_else(missing)?.map_err(short)?;
+                    rmws += 1;
+                    continue;
+                }
+                let v = tx.get(t, key)?.ok_or_else(missing)?;
+                if v.len() < 8 {
+                    return Err(short(v.len()));
+                }
+                acc = acc.wrapping_add(value_counter(v));
             }
-            let v = tx.get(t, key)?.ok_or_else(missing)?;
-            if v.len() < 8 {
-                return Err(short(v.len()));
-            }
-            acc = acc.wrapping_add(value_counter(v));
         }
         std::hint::black_box(acc);
         Ok(rmws)
@@ -704,11 +743,14 @@ impl Ycsb {
                 YcsbTxn {
                     t,
                     ops: Vec::with_capacity(self.cfg.ops_per_txn.min(1024)),
-                    rmw: self.cfg.write_kind == WriteKind::Rmw,
+                    kind: self.cfg.write_kind,
                     bytes: self.cfg.value_bytes,
                     key_bytes: self.cfg.key_bytes,
                     buf: Vec::with_capacity(self.cfg.value_bytes),
                     key: Vec::with_capacity(self.cfg.key_bytes),
+                    keys: Vec::with_capacity(
+                        self.cfg.key_bytes * self.cfg.ops_per_txn.min(PREFETCH_KEYS),
+                    ),
                 },
             )
         })
@@ -893,7 +935,7 @@ impl Workload for Ycsb {
         }
         // Relaxed: the driver joined every thread (which flushed) first.
         let committed = self.rmw_ops.load(Ordering::Relaxed);
-        if self.cfg.write_kind == WriteKind::Rmw && sum != committed {
+        if self.cfg.write_kind.reads() && sum != committed {
             bad.push(format!(
                 "value counters sum to {sum}, but {committed} read-modify-writes committed"
             ));
