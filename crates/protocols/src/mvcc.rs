@@ -1353,11 +1353,12 @@ impl Tx for Txn<'_> {
             for &p in ps.iter().filter(|p| **p != 0) {
                 // SAFETY: a version reachable while pinned; its room is
                 // immutable.
-                let n = unsafe { &*(p as *const Version) }
-                    .footprint()
-                    .div_ceil(64)
-                    .min(MOST_LINES);
+                let v = unsafe { &*(p as *const Version) };
+                let n = v.footprint().div_ceil(64).min(MOST_LINES);
                 granary_index::prefetch_lines((p as *const u8).wrapping_add(64), n - 1);
+                // The version below: a writer's commit cuts the chain
+                // under the version it supersedes (`truncate`), reading it.
+                crate::sync::prefetch(v.prev.load(Ordering::Acquire));
             }
         }
     }
