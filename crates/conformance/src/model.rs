@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use granary_api::{Engine, Error, TableOptions, Tx, TxError, TxRunner};
+use granary_api::{Engine, Error, TableId, TableOptions, Tx, TxError, TxRunner};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -21,6 +21,19 @@ enum Op {
     /// `Tx::update` xoring every byte with the mask.
     Update(Vec<u8>, u8),
     Scan(Vec<u8>, usize, bool),
+}
+
+impl Op {
+    fn key(&self) -> &[u8] {
+        match self {
+            Op::Get(k)
+            | Op::Put(k, _)
+            | Op::Insert(k, _)
+            | Op::Delete(k)
+            | Op::Update(k, _)
+            | Op::Scan(k, ..) => k,
+        }
+    }
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -98,11 +111,21 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
         .unwrap();
     let mut w = db.runner().unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    for &(ref ops, rollback) in txns {
+    for (i, &(ref ops, rollback)) in txns.iter().enumerate() {
         let mut m = model.clone();
+        // `Tx::prefetch_many` is a hint: hinting the keys in order, in
+        // reverse (a design that keeps what it found must not hand it to
+        // the wrong key), or not at all changes no result.
+        let mut hints: Vec<(TableId, &[u8])> = ops.iter().map(|o| (t, o.key())).collect();
+        match i % 3 {
+            0 => {}
+            1 => hints.reverse(),
+            _ => hints.clear(),
+        }
         // Single-threaded: nothing runs beside it, so it may not conflict
         // (once, not retried), and the body may assert.
         let r = w.try_run(|tx| {
+            tx.prefetch_many(&hints);
             for o in ops {
                 match o {
                     Op::Get(k) => assert_eq!(

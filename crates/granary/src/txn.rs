@@ -208,6 +208,12 @@ pub(crate) struct TxState {
     /// need not search the tree again.
     last: Option<(TableId, *const Record)>,
     last_key: Vec<u8>,
+    /// The records `prefetch_many` found, in the order hinted: (table,
+    /// the key's place in `hinted_keys`, record). A lookup of the next
+    /// one hinted takes it instead of searching again.
+    hinted: Vec<(TableId, (u32, u32), *const Record)>,
+    hinted_keys: Vec<u8>,
+    next_hint: usize,
 }
 
 impl TxState {
@@ -218,6 +224,20 @@ impl TxState {
         self.arena.clear();
         self.clear_writes();
         self.last = None;
+        self.hinted.clear();
+        self.hinted_keys.clear();
+        self.next_hint = 0;
+    }
+
+    /// The record `prefetch_many` found for `key`, if `key` is the next
+    /// one it hinted (each is taken once, like `last`).
+    fn take_hint(&mut self, t: TableId, key: &[u8]) -> Option<*const Record> {
+        let &(ht, (s, n), p) = self.hinted.get(self.next_hint)?;
+        if ht == t && same_key(&self.hinted_keys[s as usize..(s + n) as usize], key) {
+            self.next_hint += 1;
+            return Some(p);
+        }
+        None
     }
 
     /// Empty the write-set and its indexes.
@@ -379,6 +399,9 @@ impl<'w> Transaction<'w> {
             self.c.st.last = None;
             return Found::Record(p);
         }
+        if let Some(p) = self.c.st.take_hint(t, key) {
+            return Found::Record(p);
+        }
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
         let t0 = probe(self.c.profiling);
@@ -513,6 +536,10 @@ impl<'w> Transaction<'w> {
                 if let Some(p) = table.tree.find(k, &pin) {
                     *r = p as *const Record;
                     granary_index::prefetch_lines(*r as *const u8, 1);
+                    let st = &mut self.c.st;
+                    let at = st.hinted_keys.len() as u32;
+                    st.hinted_keys.extend_from_slice(k);
+                    st.hinted.push((t, (at, k.len() as u32), *r));
                 }
             }
             for &r in recs.iter().take(chunk.len()).filter(|r| !r.is_null()) {

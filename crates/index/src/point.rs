@@ -354,7 +354,11 @@ impl PointIndex {
     pub fn set(&self, p: &Probe<'_>, info: u64, value: u64) {
         let (_, b) = self.lock(p);
         let slot = Self::find_locked(b, p, info);
-        debug_assert!(slot.is_some(), "the point index lost a key");
+        if slot.is_none() {
+            // A real check: a stale entry would hand out a freed value.
+            b.version.unlock();
+            panic!("the point index lost a key");
+        }
         if let Some((c, i)) = slot {
             c.values[i].store(value, R);
         }
@@ -366,7 +370,11 @@ impl PointIndex {
     pub fn remove(&self, p: &Probe<'_>, info: u64) {
         let (_, b) = self.lock(p);
         let slot = Self::find_locked(b, p, info);
-        debug_assert!(slot.is_some(), "the point index lost a key");
+        if slot.is_none() {
+            // A real check: a stale entry would hand out a freed value.
+            b.version.unlock();
+            panic!("the point index lost a key");
+        }
         if let Some((c, i)) = slot {
             let tags = c.tags.load(R);
             c.tags.store(tags & !(0xff << (8 * i)), R);

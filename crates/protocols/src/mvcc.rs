@@ -746,7 +746,9 @@ fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
             continue;
         }
         let removed = tree.remove_if(&u.key, u.chain as u64, &mut Pin(&g));
-        debug_assert!(removed.is_some(), "only the DEAD claimant removes");
+        // A real check: retiring a chain the tree still maps would be a
+        // use after free.
+        assert!(removed.is_some(), "only the DEAD claimant removes");
         let mut v = head;
         while !v.is_null() {
             garbage.push(v as usize);

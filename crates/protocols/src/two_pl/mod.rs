@@ -769,7 +769,10 @@ impl Txn<'_> {
                 let gone = table
                     .tree
                     .remove_if(key, h.row as u64, &mut Pin(&self.guard));
-                debug_assert!(gone.is_some(), "a held row stays in the index");
+                // A real check, not a debug one: retiring a row the index
+                // still maps would be a use after free, found (if ever)
+                // far from here.
+                assert!(gone.is_some(), "a held row stays in the index");
                 r.lock.unlock(mode);
                 // SAFETY: out of the index, marked removed for anyone who
                 // still holds its address, and retired once (the row
