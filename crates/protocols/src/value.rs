@@ -207,6 +207,7 @@ mod pool {
     const CLASSES: usize = 32;
     /// Each class keeps at most this many bytes per thread; the rest goes
     /// back to the global allocator.
+    #[cfg(not(loom))]
     const MAX_BYTES: usize = 4 << 20;
 
     fn class(layout: Layout) -> Option<usize> {
