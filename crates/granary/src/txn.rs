@@ -505,8 +505,9 @@ impl<'w> Transaction<'w> {
     /// point index, in three waves (every key's bucket; every present
     /// key's record header; the rest of each record), so that each wave's
     /// misses overlap. A wave waits only for the lines the one before
-    /// started fetching. Nothing is recorded: the reads that follow are
-    /// the transaction's.
+    /// started fetching. Nothing is read for the transaction (no read-set
+    /// entry, no conflict); the records found are kept, in order, for the
+    /// lookups that follow (`TxState::take_hint`).
     pub fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
         /// Records whose lines are fetched together.
         const WAVE: usize = 16;

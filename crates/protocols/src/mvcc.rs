@@ -151,8 +151,9 @@ unsafe fn free_version(p: *mut Version) {
 #[cfg(test)]
 static LIVE_VERSIONS: AtomicUsize = AtomicUsize::new(0);
 
-/// Free the versions at `ps` (addresses, or [`Tail::tagged`] ones) once no pinned thread can see them: one
-/// deferred call for the lot (see [`crate::reclaim::retire_all`]).
+/// Free the versions at `ps` (addresses, or [`Tail::tagged`] ones) once
+/// no pinned thread can see them: one deferred call for the lot (see
+/// [`crate::reclaim::retire_all`]).
 ///
 /// # Safety
 /// Each is unreachable for threads that pin from now on, and retired once.
