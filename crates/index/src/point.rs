@@ -353,15 +353,12 @@ impl PointIndex {
     /// lock of the key's leaf and is pinned.
     pub fn set(&self, p: &Probe<'_>, info: u64, value: u64) {
         let (_, b) = self.lock(p);
-        let slot = Self::find_locked(b, p, info);
-        if slot.is_none() {
+        let Some((c, i)) = Self::find_locked(b, p, info) else {
             // A real check: a stale entry would hand out a freed value.
             b.version.unlock();
             panic!("the point index lost a key");
-        }
-        if let Some((c, i)) = slot {
-            c.values[i].store(value, R);
-        }
+        };
+        c.values[i].store(value, R);
         b.version.unlock();
     }
 
@@ -369,18 +366,15 @@ impl PointIndex {
     /// pinned.
     pub fn remove(&self, p: &Probe<'_>, info: u64) {
         let (_, b) = self.lock(p);
-        let slot = Self::find_locked(b, p, info);
-        if slot.is_none() {
+        let Some((c, i)) = Self::find_locked(b, p, info) else {
             // A real check: a stale entry would hand out a freed value.
             b.version.unlock();
             panic!("the point index lost a key");
-        }
-        if let Some((c, i)) = slot {
-            let tags = c.tags.load(R);
-            c.tags.store(tags & !(0xff << (8 * i)), R);
-            c.words[i].store(0, R);
-            c.values[i].store(0, R);
-        }
+        };
+        let tags = c.tags.load(R);
+        c.tags.store(tags & !(0xff << (8 * i)), R);
+        c.words[i].store(0, R);
+        c.values[i].store(0, R);
         b.version.unlock();
     }
 

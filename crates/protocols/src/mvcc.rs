@@ -1347,6 +1347,7 @@ impl Tx for Txn<'_> {
             for p in ps.iter_mut().filter(|p| **p != 0) {
                 // SAFETY: reachable from the tree while pinned (see
                 // `chain`).
+                // Acquire: as every load of a chain link (module doc).
                 let head = unsafe { &*(*p as *const Chain) }
                     .head
                     .load(Ordering::Acquire);
@@ -1361,6 +1362,7 @@ impl Tx for Txn<'_> {
                 granary_index::prefetch_lines((p as *const u8).wrapping_add(64), n - 1);
                 // The version below: a writer's commit cuts the chain
                 // under the version it supersedes (`truncate`), reading it.
+                // Acquire: as every load of a chain link (module doc).
                 crate::sync::prefetch(v.prev.load(Ordering::Acquire));
             }
         }

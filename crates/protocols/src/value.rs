@@ -243,7 +243,7 @@ mod pool {
         }
 
         /// A kept block of class `c`. The one the next call will hand out
-        /// starts coming into cache now, for writing: a writer fills a new
+        /// starts coming into cache now: a writer fills a new
         /// block right away, and stores that miss in every line of it hold
         /// up the compare-and-swap that publishes it (BOHM's 10RMW on
         /// Hekaton spent a fifth of its time there).
@@ -254,26 +254,12 @@ mod pool {
                     let st = &mut s.0[c];
                     let p = st.pop()?;
                     if let Some(&next) = st.last() {
-                        prefetch_for_write(next, c + 1);
+                        granary_index::prefetch_lines(next, c + 1);
                     }
                     Some(p)
                 })
                 .ok()
                 .flatten()
-        }
-
-        fn prefetch_for_write(p: *mut u8, lines: usize) {
-            #[cfg(target_arch = "x86_64")]
-            for i in 0..lines {
-                // SAFETY: prefetch never faults.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
-                        p.wrapping_add(64 * i) as *const i8,
-                    )
-                };
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = (p, lines);
         }
 
         /// Keep `p` (of class `c`); false if it must be freed instead.
