@@ -359,6 +359,10 @@ unsafe impl Send for Runner {}
 
 impl Drop for Runner {
     fn drop(&mut self) {
+        let garbage = std::mem::take(&mut self.st.garbage);
+        // SAFETY: cut off their chains by this runner's commits, each
+        // listed once.
+        unsafe { retire_versions(&crossbeam_epoch::pin(), garbage) };
         let s = &self.db.slots[self.slot];
         s.begin.store(INF, Ordering::SeqCst);
         s.in_use.store(false, Ordering::Release);
@@ -375,6 +379,38 @@ struct State {
     /// Keys this transaction deleted: (table, key, chain).
     deletes: Vec<(TableId, Box<[u8]>, usize)>,
     batch: Batch,
+    /// Chains `prefetch_many` found, in order: (table, the key's span in
+    /// `hinted_keys`, chain). The next lookup takes the next one if its
+    /// table and key match (`take_hint`), so a hinted key is found once.
+    hinted: Vec<(TableId, (u32, u32), usize)>,
+    hinted_keys: Vec<u8>,
+    next_hint: usize,
+    /// Versions this runner's commits cut off their chains, not yet
+    /// retired: they are retired `RETIRE_BATCH` at a time (one deferred
+    /// free, one allocation, instead of one per commit).
+    garbage: Vec<usize>,
+}
+
+/// Cut versions retired together (see `State::garbage`).
+const RETIRE_BATCH: usize = 64;
+
+impl State {
+    /// The chain `prefetch_many` found for `key`, if `key` is the next one
+    /// it hinted.
+    fn take_hint(&mut self, t: TableId, key: &[u8]) -> Option<usize> {
+        let &(ht, (s, n), c) = self.hinted.get(self.next_hint)?;
+        if ht == t && self.hinted_keys[s as usize..(s + n) as usize] == *key {
+            self.next_hint += 1;
+            return Some(c);
+        }
+        None
+    }
+
+    fn clear_hints(&mut self) {
+        self.hinted.clear();
+        self.hinted_keys.clear();
+        self.next_hint = 0;
+    }
 }
 
 /// A committed deletion whose key leaves the tree once every reader
@@ -550,6 +586,7 @@ impl Books {
             }
         }
         tx.st.deletes.clear();
+        tx.st.clear_hints();
         tx.st.reads.clear();
         tx.st.writes.clear();
         tx.st.nodes.clear();
@@ -885,6 +922,14 @@ impl<'r> Txn<'r> {
         check_key(key)?;
         let db: &'r Shared = self.db;
         let tree = db.tables.get(t)?;
+        if let Some(c) = self.st.take_hint(t, key) {
+            // SAFETY: found in the tree by this transaction, while pinned
+            // (as below). A chain unhooked since is handled as one
+            // unhooked after a lookup: its deletion's end is `DEAD`, so a
+            // write conflicts and a serializable read fails validation;
+            // any chain that replaced it began after this transaction.
+            return Ok(Some(unsafe { &*(c as *const Chain) }));
+        }
         if tree.has_point_index() {
             if let Some(c) = tree.find(key, &Pin(&self.guard)) {
                 // SAFETY: as below.
@@ -1144,14 +1189,19 @@ impl<'r> Txn<'r> {
             r = Err(AbortReason::CommitDependency);
         }
         if r.is_ok() {
-            let mut garbage = Vec::new();
-            for &(_, _, old) in &self.st.writes {
+            let st = &mut *self.st;
+            for &(_, _, old) in &st.writes {
                 // SAFETY: we still own each chain we wrote (our versions
                 // are on top, uncommitted); pinned.
-                unsafe { truncate(old as *mut Version, self.oldest, &mut garbage) };
+                unsafe { truncate(old as *mut Version, self.oldest, &mut st.garbage) };
             }
-            // SAFETY: cut off above, each listed once.
-            unsafe { retire_versions(&self.guard, garbage) };
+            if st.garbage.len() >= RETIRE_BATCH {
+                let garbage =
+                    std::mem::replace(&mut st.garbage, Vec::with_capacity(2 * RETIRE_BATCH));
+                // SAFETY: cut off by this runner's commits (unreachable
+                // for any thread that pins from now on), each listed once.
+                unsafe { retire_versions(&self.guard, garbage) };
+            }
         }
         self.finish(r.is_ok(), e);
         r
@@ -1342,6 +1392,9 @@ impl Tx for Txn<'_> {
                 if let Some(c) = tree.find(k, &pin) {
                     *p = c as usize;
                     crate::sync::prefetch(c as *const Chain);
+                    let s = self.st.hinted_keys.len() as u32;
+                    self.st.hinted_keys.extend_from_slice(k);
+                    self.st.hinted.push((t, (s, k.len() as u32), c as usize));
                 }
             }
             for p in ps.iter_mut().filter(|p| **p != 0) {

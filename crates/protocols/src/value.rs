@@ -220,41 +220,70 @@ mod pool {
     mod cache {
         use std::alloc::Layout;
         use std::cell::RefCell;
+        use std::sync::Mutex;
 
         use super::{CLASSES, MAX_BYTES};
+
+        /// Blocks move between a thread and the depot this many at a time.
+        const MAGAZINE: usize = 64;
+        /// The depot keeps at most this many bytes per class.
+        const DEPOT_BYTES: usize = 64 << 20;
+
+        fn free_all(c: usize, blocks: impl IntoIterator<Item = *mut u8>) {
+            let layout = Layout::from_size_align((c + 1) * 64, 64).expect("small");
+            for p in blocks {
+                // SAFETY: kept by `put`, from the global allocator with
+                // this layout, and nowhere else.
+                unsafe { std::alloc::dealloc(p, layout) };
+            }
+        }
 
         pub(super) struct Stacks([Vec<*mut u8>; CLASSES]);
 
         impl Drop for Stacks {
             fn drop(&mut self) {
                 for (c, s) in self.0.iter_mut().enumerate() {
-                    let layout = Layout::from_size_align((c + 1) * 64, 64).expect("small");
-                    for p in s.drain(..) {
-                        // SAFETY: kept by `put`, from the global allocator
-                        // with this layout, and nowhere else.
-                        unsafe { std::alloc::dealloc(p, layout) };
-                    }
+                    free_all(c, s.drain(..));
                 }
             }
         }
+
+        /// Full magazines that threads handed back, by class. Reclamation
+        /// frees a version on whichever thread collects its epoch's garbage,
+        /// so one thread may free more than it allocates; its surplus goes
+        /// here, and a thread whose stack runs dry takes a magazine back,
+        /// instead of both going to the global allocator (a free there of a
+        /// block another thread allocated goes through that thread's
+        /// delayed-free list).
+        struct Depot(Mutex<Vec<Vec<*mut u8>>>);
+
+        // SAFETY: the pointers are blocks of the global allocator, owned by
+        // whoever holds them; any thread may use or free them.
+        unsafe impl Sync for Depot {}
+
+        static DEPOT: [Depot; CLASSES] = [const { Depot(Mutex::new(Vec::new())) }; CLASSES];
 
         thread_local! {
             static STACKS: RefCell<Stacks> = const { RefCell::new(Stacks([const { Vec::new() }; CLASSES])) };
         }
 
         /// A kept block of class `c`. The one the next call will hand out
-        /// starts coming into cache now: a writer fills a new
-        /// block right away, and stores that miss in every line of it hold
-        /// up the compare-and-swap that publishes it (BOHM's 10RMW on
-        /// Hekaton spent a fifth of its time there).
+        /// starts coming into cache now, owned: a writer fills a new block
+        /// right away, and stores that miss in every line of it hold up
+        /// the compare-and-swap that publishes it (BOHM's 10RMW on Hekaton
+        /// spent a fifth of its time there).
         pub(super) fn take(c: usize) -> Option<*mut u8> {
             STACKS
                 .try_with(|s| {
                     let mut s = s.try_borrow_mut().ok()?;
                     let st = &mut s.0[c];
+                    if st.is_empty() {
+                        let full = DEPOT[c].0.lock().ok()?.pop()?;
+                        st.extend(full);
+                    }
                     let p = st.pop()?;
                     if let Some(&next) = st.last() {
-                        granary_index::prefetch_lines(next, c + 1);
+                        prefetch_for_write(next, c + 1);
                     }
                     Some(p)
                 })
@@ -262,9 +291,27 @@ mod pool {
                 .flatten()
         }
 
+        /// Start fetching `lines` lines from `p` for writing (`prefetchw`:
+        /// the lines arrive owned, so the stores that fill them do not
+        /// each wait for ownership).
+        #[inline(always)]
+        fn prefetch_for_write(p: *const u8, lines: usize) {
+            #[cfg(target_arch = "x86_64")]
+            for i in 0..lines {
+                // SAFETY: a prefetch never faults and changes no memory;
+                // CPUs without PREFETCHW run it as a no-op.
+                unsafe {
+                    std::arch::asm!("prefetchw [{}]", in(reg) p.wrapping_add(64 * i),
+                        options(nostack, preserves_flags, readonly))
+                };
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            granary_index::prefetch_lines(p, lines);
+        }
+
         /// Keep `p` (of class `c`); false if it must be freed instead.
         pub(super) fn put(c: usize, p: *mut u8) -> bool {
-            let most = MAX_BYTES / ((c + 1) * 64);
+            let most = (MAX_BYTES / ((c + 1) * 64)).max(2 * MAGAZINE);
             STACKS
                 .try_with(|s| {
                     let Ok(mut s) = s.try_borrow_mut() else {
@@ -272,7 +319,14 @@ mod pool {
                     };
                     let st = &mut s.0[c];
                     if st.len() >= most {
-                        return false;
+                        // Hand a magazine to the depot (from the top: no
+                        // block is touched, and the stack does not shift).
+                        let full = st.split_off(st.len() - MAGAZINE);
+                        let room = DEPOT_BYTES / ((c + 1) * 64 * MAGAZINE);
+                        match DEPOT[c].0.lock() {
+                            Ok(mut d) if d.len() < room => d.push(full),
+                            _ => free_all(c, full),
+                        }
                     }
                     st.push(p);
                     true
