@@ -188,6 +188,24 @@ impl<H> Tail<H> {
     }
 }
 
+/// Start fetching `lines` lines from `p` for writing (`prefetchw`: the
+/// lines arrive owned, so the stores that fill them do not each wait for
+/// ownership). A hint: never faults, even on a bad address.
+#[inline(always)]
+pub(crate) fn prefetch_for_write(p: *const u8, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in 0..lines {
+        // SAFETY: a prefetch never faults and changes no memory; CPUs
+        // without PREFETCHW run it as a no-op.
+        unsafe {
+            std::arch::asm!("prefetchw [{}]", in(reg) p.wrapping_add(64 * i),
+                options(nostack, preserves_flags, readonly))
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    granary_index::prefetch_lines(p, lines);
+}
+
 /// A per-thread cache of freed blocks, by size.
 ///
 /// A version store frees blocks long after it wrote them (an MVCC version
@@ -286,30 +304,12 @@ mod pool {
                     }
                     let p = st.pop()?;
                     if let Some(&next) = st.last() {
-                        prefetch_for_write(next, c + 1);
+                        crate::value::prefetch_for_write(next, c + 1);
                     }
                     Some(p)
                 })
                 .ok()
                 .flatten()
-        }
-
-        /// Start fetching `lines` lines from `p` for writing (`prefetchw`:
-        /// the lines arrive owned, so the stores that fill them do not
-        /// each wait for ownership).
-        #[inline(always)]
-        fn prefetch_for_write(p: *const u8, lines: usize) {
-            #[cfg(target_arch = "x86_64")]
-            for i in 0..lines {
-                // SAFETY: a prefetch never faults and changes no memory;
-                // CPUs without PREFETCHW run it as a no-op.
-                unsafe {
-                    std::arch::asm!("prefetchw [{}]", in(reg) p.wrapping_add(64 * i),
-                        options(nostack, preserves_flags, readonly))
-                };
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            granary_index::prefetch_lines(p, lines);
         }
 
         /// Keep `p` (of class `c`); false if it must be freed instead.
