@@ -232,6 +232,19 @@ impl ChainMap {
         }
     }
 
+    /// Start fetching the newest version of the chain in the slot `h`
+    /// hashes to (the slot and the chain should be in cache by now).
+    fn prefetch_head(&self, h: u64) {
+        if !self.slots.is_empty() {
+            let c = self.slots[self.slot(h)].1;
+            if !c.is_null() {
+                // SAFETY: chains live as long as the database; only the
+                // pointer to the newest version is read.
+                prefetch(unsafe { &*c }.head.load(Ordering::Acquire));
+            }
+        }
+    }
+
     /// Map a chain not yet mapped.
     fn insert(&mut self, h: u64, c: *const Chain) {
         if 2 * (self.len + 1) > self.slots.len() {
@@ -885,8 +898,10 @@ impl Planner {
         let g = crossbeam_epoch::pin();
         // Every key of the batch hashed first; then, while a procedure is
         // planned, the map slots of the one AHEAD procedures later are
-        // fetched, and the chains those slots name for the one AHEAD / 2
-        // later (their slots have arrived by then).
+        // fetched, the chains those slots name for the one AHEAD / 2
+        // later (their slots have arrived by then), and the newest
+        // versions of those chains for the next one (whose begin the
+        // planning reads: a miss each, 60% of this function's time).
         const AHEAD: usize = 4;
         let mut hashes = std::mem::take(&mut self.hashes);
         let mut starts = std::mem::take(&mut self.starts);
@@ -909,6 +924,11 @@ impl Planner {
             if k + AHEAD / 2 < b.slots.len() {
                 for &h in keys(k + AHEAD / 2).iter().filter(|&&h| mine(h)) {
                     self.map.prefetch_chain(h);
+                }
+            }
+            if k + 1 < b.slots.len() {
+                for &h in keys(k + 1).iter().filter(|&&h| mine(h)) {
+                    self.map.prefetch_head(h);
                 }
             }
             // SAFETY: the job is not run before the batch is planned.
