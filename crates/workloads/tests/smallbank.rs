@@ -165,7 +165,7 @@ fn contended_run_conserves_money() {
 fn bohm_mix_with_spin_and_hotspot_conserves_money() {
     let s = seed();
     contended_run(s, 3, 0.5, |c| {
-        c.spin_us = 5;
+        c.spin = std::time::Duration::from_micros(5);
         c.hotspot_customers = 2;
         c.hotspot_pct = 50;
     });
