@@ -274,6 +274,14 @@ impl Declared {
             .map(|&(t, at, n, _)| (t, &self.keys[at as usize..(at + n) as usize]))
     }
 
+    /// Where the declaration's entries and key bytes live, for a design
+    /// that prefetches declarations ahead of reading them (BOHM's planner
+    /// reads every procedure of a batch, made on other threads). Only
+    /// addresses: nothing is read through them here.
+    pub fn buffers(&self) -> [*const u8; 2] {
+        [self.entries.as_ptr().cast(), self.keys.as_ptr()]
+    }
+
     /// Every declared key in declaration order: (table, key, is a write).
     pub fn iter(&self) -> impl Iterator<Item = (TableId, &[u8], bool)> + '_ {
         self.entries
