@@ -51,6 +51,7 @@
 #![deny(unsafe_code)]
 
 mod error;
+mod hints;
 mod interactive;
 pub mod keys;
 mod procedure;
@@ -59,6 +60,7 @@ mod stats;
 mod tx;
 
 pub use error::{AbortReason, Error, TxError};
+pub use hints::Hints;
 pub use interactive::{Interactive, InteractiveTx};
 pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;

@@ -19,7 +19,7 @@ use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
 
-use granary_api::{ticks, Profile, TableId};
+use granary_api::{ticks, Hints, Profile, TableId};
 
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
@@ -208,12 +208,9 @@ pub(crate) struct TxState {
     /// need not search the tree again.
     last: Option<(TableId, *const Record)>,
     last_key: Vec<u8>,
-    /// The records `prefetch_many` found, in the order hinted: (table,
-    /// the key's place in `hinted_keys`, record). A lookup of the next
-    /// one hinted takes it instead of searching again.
-    hinted: Vec<(TableId, (u32, u32), *const Record)>,
-    hinted_keys: Vec<u8>,
-    next_hint: usize,
+    /// The records `prefetch_many` found, in the order hinted. A lookup
+    /// of the next one hinted takes it instead of searching again.
+    hints: Hints<*const Record>,
 }
 
 impl TxState {
@@ -224,20 +221,7 @@ impl TxState {
         self.arena.clear();
         self.clear_writes();
         self.last = None;
-        self.hinted.clear();
-        self.hinted_keys.clear();
-        self.next_hint = 0;
-    }
-
-    /// The record `prefetch_many` found for `key`, if `key` is the next
-    /// one it hinted (each is taken once, like `last`).
-    fn take_hint(&mut self, t: TableId, key: &[u8]) -> Option<*const Record> {
-        let &(ht, (s, n), p) = self.hinted.get(self.next_hint)?;
-        if ht == t && same_key(&self.hinted_keys[s as usize..(s + n) as usize], key) {
-            self.next_hint += 1;
-            return Some(p);
-        }
-        None
+        self.hints.clear();
     }
 
     /// Empty the write-set and its indexes.
@@ -399,7 +383,7 @@ impl<'w> Transaction<'w> {
             self.c.st.last = None;
             return Found::Record(p);
         }
-        if let Some(p) = self.c.st.take_hint(t, key) {
+        if let Some(p) = self.c.st.hints.take(t, key) {
             return Found::Record(p);
         }
         // SAFETY: the worker is pinned for the whole transaction.
@@ -507,7 +491,7 @@ impl<'w> Transaction<'w> {
     /// misses overlap. A wave waits only for the lines the one before
     /// started fetching. Nothing is read for the transaction (no read-set
     /// entry, no conflict); the records found are kept, in order, for the
-    /// lookups that follow (`TxState::take_hint`).
+    /// lookups that follow (`TxState::hints`).
     pub fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
         /// Records whose lines are fetched together.
         const WAVE: usize = 16;
@@ -537,10 +521,7 @@ impl<'w> Transaction<'w> {
                 if let Some(p) = table.tree.find(k, &pin) {
                     *r = p as *const Record;
                     granary_index::prefetch_lines(*r as *const u8, 1);
-                    let st = &mut self.c.st;
-                    let at = st.hinted_keys.len() as u32;
-                    st.hinted_keys.extend_from_slice(k);
-                    st.hinted.push((t, (at, k.len() as u32), *r));
+                    self.c.st.hints.push(t, k, *r);
                 }
             }
             for &r in recs.iter().take(chunk.len()).filter(|r| !r.is_null()) {

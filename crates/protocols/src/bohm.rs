@@ -239,7 +239,8 @@ impl ChainMap {
             let c = self.slots[self.slot(h)].1;
             if !c.is_null() {
                 // SAFETY: chains live as long as the database; only the
-                // pointer to the newest version is read.
+                // pointer to the newest version is read. Acquire: as
+                // planning's own load of the head (a hint either way).
                 prefetch(unsafe { &*c }.head.load(Ordering::Acquire));
             }
         }

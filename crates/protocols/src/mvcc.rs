@@ -61,8 +61,8 @@ use std::sync::{Arc, Mutex};
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Engine, Error, Interactive, InteractiveTx, Stats, TableId, TableOptions, Tx,
-    TxError, TxRunner,
+    AbortReason, Engine, Error, Hints, Interactive, InteractiveTx, Stats, TableId, TableOptions,
+    Tx, TxError, TxRunner,
 };
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
@@ -379,12 +379,8 @@ struct State {
     /// Keys this transaction deleted: (table, key, chain).
     deletes: Vec<(TableId, Box<[u8]>, usize)>,
     batch: Batch,
-    /// Chains `prefetch_many` found, in order: (table, the key's span in
-    /// `hinted_keys`, chain). The next lookup takes the next one if its
-    /// table and key match (`take_hint`), so a hinted key is found once.
-    hinted: Vec<(TableId, (u32, u32), usize)>,
-    hinted_keys: Vec<u8>,
-    next_hint: usize,
+    /// Chains `prefetch_many` found, in order, for the lookups that follow.
+    hints: Hints<usize>,
     /// Versions this runner's commits cut off their chains, not yet
     /// retired: they are retired `RETIRE_BATCH` at a time (one deferred
     /// free, one allocation, instead of one per commit).
@@ -393,25 +389,6 @@ struct State {
 
 /// Cut versions retired together (see `State::garbage`).
 const RETIRE_BATCH: usize = 64;
-
-impl State {
-    /// The chain `prefetch_many` found for `key`, if `key` is the next one
-    /// it hinted.
-    fn take_hint(&mut self, t: TableId, key: &[u8]) -> Option<usize> {
-        let &(ht, (s, n), c) = self.hinted.get(self.next_hint)?;
-        if ht == t && self.hinted_keys[s as usize..(s + n) as usize] == *key {
-            self.next_hint += 1;
-            return Some(c);
-        }
-        None
-    }
-
-    fn clear_hints(&mut self) {
-        self.hinted.clear();
-        self.hinted_keys.clear();
-        self.next_hint = 0;
-    }
-}
 
 /// A committed deletion whose key leaves the tree once every reader
 /// sees it (`unhook_due`).
@@ -586,7 +563,7 @@ impl Books {
             }
         }
         tx.st.deletes.clear();
-        tx.st.clear_hints();
+        tx.st.hints.clear();
         tx.st.reads.clear();
         tx.st.writes.clear();
         tx.st.nodes.clear();
@@ -922,7 +899,7 @@ impl<'r> Txn<'r> {
         check_key(key)?;
         let db: &'r Shared = self.db;
         let tree = db.tables.get(t)?;
-        if let Some(c) = self.st.take_hint(t, key) {
+        if let Some(c) = self.st.hints.take(t, key) {
             // SAFETY: found in the tree by this transaction, while pinned
             // (as below). A chain unhooked since is handled as one
             // unhooked after a lookup: its deletion's end is `DEAD`, so a
@@ -1392,9 +1369,7 @@ impl Tx for Txn<'_> {
                 if let Some(c) = tree.find(k, &pin) {
                     *p = c as usize;
                     crate::sync::prefetch(c as *const Chain);
-                    let s = self.st.hinted_keys.len() as u32;
-                    self.st.hinted_keys.extend_from_slice(k);
-                    self.st.hinted.push((t, (s, k.len() as u32), c as usize));
+                    self.st.hints.push(t, k, c as usize);
                 }
             }
             for p in ps.iter_mut().filter(|p| **p != 0) {

@@ -1,0 +1,82 @@
+//! What a design's [`Tx::prefetch_many`](crate::Tx::prefetch_many) found,
+//! kept for the lookups that follow.
+
+use crate::TableId;
+
+/// The entries `prefetch_many` found, in the order hinted: `P` is what a
+/// design's lookup finds (its record, its version chain). The next lookup
+/// takes the next entry if its table and key match, so a hinted key is
+/// found once; a hint never used, or used out of order, is passed over.
+/// What an entry points at may have changed since: the design checks it
+/// as it checks anything its lookup found.
+#[derive(Debug)]
+pub struct Hints<P> {
+    /// (table, the key's span in `keys`, what was found).
+    found: Vec<(TableId, (u32, u32), P)>,
+    keys: Vec<u8>,
+    next: usize,
+}
+
+impl<P> Default for Hints<P> {
+    fn default() -> Self {
+        Hints {
+            found: Vec::new(),
+            keys: Vec::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<P: Copy> Hints<P> {
+    /// Keep `p`, found for `key` of table `t`, after the entries kept so far.
+    pub fn push(&mut self, t: TableId, key: &[u8], p: P) {
+        let at = self.keys.len() as u32;
+        self.keys.extend_from_slice(key);
+        self.found.push((t, (at, key.len() as u32), p));
+    }
+
+    /// What was found for `key`, if it is the next key hinted.
+    pub fn take(&mut self, t: TableId, key: &[u8]) -> Option<P> {
+        let &(ht, (s, n), p) = self.found.get(self.next)?;
+        if ht == t && same_key(&self.keys[s as usize..(s + n) as usize], key) {
+            self.next += 1;
+            return Some(p);
+        }
+        None
+    }
+
+    /// Forget every entry (at the end of a transaction).
+    pub fn clear(&mut self) {
+        self.found.clear();
+        self.keys.clear();
+        self.next = 0;
+    }
+}
+
+/// Key equality, one compare for the common 8-byte keys.
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    match (<&[u8; 8]>::try_from(a), <&[u8; 8]>::try_from(b)) {
+        (Ok(x), Ok(y)) => u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y),
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_are_taken_in_order_and_only_for_their_key() {
+        let (a, b) = (TableId::new(0), TableId::new(1));
+        let mut h = Hints::default();
+        h.push(a, b"k1", 1);
+        h.push(b, b"key-two-long", 2);
+        assert_eq!(h.take(b, b"key-two-long"), None, "not the next one");
+        assert_eq!(h.take(b, b"k1"), None, "another table");
+        assert_eq!(h.take(a, b"k1"), Some(1));
+        assert_eq!(h.take(a, b"k1"), None, "taken once");
+        assert_eq!(h.take(b, b"key-two-long"), Some(2));
+        h.clear();
+        assert_eq!(h.take(a, b"k1"), None);
+    }
+}
