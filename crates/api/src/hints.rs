@@ -1,5 +1,6 @@
 //! What a design's [`Tx::prefetch_many`](crate::Tx::prefetch_many) found,
-//! kept for the lookups that follow.
+//! kept for the lookups that follow; and the hint that fetches lines for
+//! writing.
 
 use crate::TableId;
 
@@ -79,4 +80,24 @@ mod tests {
         h.clear();
         assert_eq!(h.take(a, b"k1"), None);
     }
+}
+
+/// Start fetching `lines` cache lines from `p` for writing (`prefetchw`:
+/// they arrive owned, so the stores that come later do not each wait for
+/// ownership). A hint: it never faults, even on a bad or null address,
+/// and changes no memory, so any pointer may be passed.
+#[inline(always)]
+#[allow(unsafe_code)]
+pub fn prefetch_for_write(p: *const u8, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in 0..lines {
+        // SAFETY: a prefetch never faults and changes no memory; CPUs
+        // without PREFETCHW run it as a no-op.
+        unsafe {
+            std::arch::asm!("prefetchw [{}]", in(reg) p.wrapping_add(64 * i),
+                options(nostack, preserves_flags, readonly))
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines);
 }

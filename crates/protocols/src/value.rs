@@ -188,23 +188,7 @@ impl<H> Tail<H> {
     }
 }
 
-/// Start fetching `lines` lines from `p` for writing (`prefetchw`: the
-/// lines arrive owned, so the stores that fill them do not each wait for
-/// ownership). A hint: never faults, even on a bad address.
-#[inline(always)]
-pub(crate) fn prefetch_for_write(p: *const u8, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for i in 0..lines {
-        // SAFETY: a prefetch never faults and changes no memory; CPUs
-        // without PREFETCHW run it as a no-op.
-        unsafe {
-            std::arch::asm!("prefetchw [{}]", in(reg) p.wrapping_add(64 * i),
-                options(nostack, preserves_flags, readonly))
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    granary_index::prefetch_lines(p, lines);
-}
+pub(crate) use granary_api::prefetch_for_write;
 
 /// A per-thread cache of freed blocks, by size.
 ///

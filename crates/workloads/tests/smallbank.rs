@@ -162,6 +162,15 @@ fn contended_run_conserves_money() {
 }
 
 #[test]
+fn by_id_conserves_money() {
+    let s = seed();
+    contended_run(s, 3, 0.5, |c| {
+        c.by_id = true;
+        c.mix = Mix::OltpBench;
+    });
+}
+
+#[test]
 fn bohm_mix_with_spin_and_hotspot_conserves_money() {
     let s = seed();
     contended_run(s, 3, 0.5, |c| {
