@@ -62,26 +62,6 @@ fn same_key(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hints_are_taken_in_order_and_only_for_their_key() {
-        let (a, b) = (TableId::new(0), TableId::new(1));
-        let mut h = Hints::default();
-        h.push(a, b"k1", 1);
-        h.push(b, b"key-two-long", 2);
-        assert_eq!(h.take(b, b"key-two-long"), None, "not the next one");
-        assert_eq!(h.take(b, b"k1"), None, "another table");
-        assert_eq!(h.take(a, b"k1"), Some(1));
-        assert_eq!(h.take(a, b"k1"), None, "taken once");
-        assert_eq!(h.take(b, b"key-two-long"), Some(2));
-        h.clear();
-        assert_eq!(h.take(a, b"k1"), None);
-    }
-}
-
 /// Start fetching `lines` cache lines from `p` for writing (`prefetchw`:
 /// they arrive owned, so the stores that come later do not each wait for
 /// ownership). A hint: it never faults, even on a bad or null address,
@@ -100,4 +80,24 @@ pub fn prefetch_for_write(p: *const u8, lines: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, lines);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_are_taken_in_order_and_only_for_their_key() {
+        let (a, b) = (TableId::new(0), TableId::new(1));
+        let mut h = Hints::default();
+        h.push(a, b"k1", 1);
+        h.push(b, b"key-two-long", 2);
+        assert_eq!(h.take(b, b"key-two-long"), None, "not the next one");
+        assert_eq!(h.take(b, b"k1"), None, "another table");
+        assert_eq!(h.take(a, b"k1"), Some(1));
+        assert_eq!(h.take(a, b"k1"), None, "taken once");
+        assert_eq!(h.take(b, b"key-two-long"), Some(2));
+        h.clear();
+        assert_eq!(h.take(a, b"k1"), None);
+    }
 }
