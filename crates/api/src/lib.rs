@@ -64,7 +64,7 @@ pub use hints::{prefetch_for_write, Hints};
 pub use interactive::{Interactive, InteractiveTx};
 pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;
-pub use stats::{ticks, Profile, Stats};
+pub use stats::{ns_per_tick, ticks, ticks_in, Profile, Stamp, Stats};
 pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, TableOptions, Tx, TxRunner};
 
 /// The longest key every design accepts, in bytes.

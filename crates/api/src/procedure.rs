@@ -19,8 +19,6 @@
 //! come back with their buffers, so a client reuses them and allocates
 //! nothing per transaction.
 
-use std::time::Instant;
-
 #[cfg(doc)]
 use crate::TxRunner;
 use crate::{Declared, Error, Tx, TxError};
@@ -51,7 +49,7 @@ pub struct Procedure<B: Body> {
     /// for designs that read plans ([`TxRunner::uses_declared`]).
     pub planned: bool,
     /// When the client submitted it, if its latency is measured.
-    pub submitted: Option<Instant>,
+    pub submitted: Option<crate::Stamp>,
     /// The body and its parameters.
     pub body: B,
 }

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use granary_api::{Body, Done, Engine, Procedure, TableId, Tx, TxError, TxRunner};
+use granary_api::{Body, Done, Engine, Procedure, Stamp, TableId, Tx, TxError, TxRunner};
 use granary_protocols::bohm::{Bohm, Config};
 use granary_workloads::driver::{run, DriverConfig, Workload};
 use granary_workloads::smallbank::{SmallBank, SmallBankConfig};
@@ -261,8 +261,8 @@ fn long_readers_never_block_or_abort_writers() {
         })
         .unwrap()
         .unwrap();
-    let audit_window = std::sync::Mutex::new(None::<(Instant, Instant)>);
-    let writes_done = std::sync::Mutex::new(Vec::<(Instant, Instant)>::new());
+    let audit_window = std::sync::Mutex::new(None::<(Stamp, Stamp)>);
+    let writes_done = std::sync::Mutex::new(Vec::<(Stamp, Stamp)>::new());
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|sc| {
         sc.spawn(|| {
@@ -273,14 +273,14 @@ fn long_readers_never_block_or_abort_writers() {
             let mut times = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let mut p = Transfer::random(t, &mut rng, ACCOUNTS);
-                p.submitted = Some(Instant::now());
+                p.submitted = Some(Stamp::now());
                 w.submit(p).unwrap();
                 in_flight += 1;
                 w.poll(in_flight >= 32, &mut done).unwrap();
                 for d in done.drain(..) {
                     in_flight -= 1;
                     assert!(d.outcome.is_ok(), "a transfer failed");
-                    times.push((d.procedure.submitted.unwrap(), Instant::now()));
+                    times.push((d.procedure.submitted.unwrap(), Stamp::now()));
                 }
             }
             while in_flight > 0 {
@@ -305,11 +305,11 @@ fn long_readers_never_block_or_abort_writers() {
                 p.declared.read(t, &a.to_be_bytes());
             }
             p.planned = true;
-            let start = Instant::now();
+            let start = Stamp::now();
             r.submit(p).unwrap();
             let mut done: Vec<Done<Audit>> = Vec::new();
             r.poll(true, &mut done).unwrap();
-            let end = Instant::now();
+            let end = Stamp::now();
             let sum = done.pop().unwrap().outcome.unwrap();
             assert_eq!(sum, Some(100 * ACCOUNTS), "audit {round} (seed {s})");
             if round == 0 {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Body, Declared, Done, Engine, Error, Procedure, Tx, TxError, TxRunner,
+    AbortReason, Body, Declared, Done, Engine, Error, Procedure, Stamp, Tx, TxError, TxRunner,
 };
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -274,7 +274,7 @@ impl Tally {
 /// Timed transactions waiting for their epoch to become durable.
 struct Pending<'a> {
     durable_epoch: &'a (dyn Fn() -> Option<u64> + Sync),
-    queue: std::collections::VecDeque<(u64, Instant)>,
+    queue: std::collections::VecDeque<(u64, Stamp)>,
 }
 
 impl Pending<'_> {
@@ -289,12 +289,12 @@ impl Pending<'_> {
         if e < first {
             return;
         }
-        let now = Instant::now();
+        let now = Stamp::now();
         while let Some(&(need, started)) = self.queue.front() {
             if need > e {
                 break;
             }
-            h.saturating_record(((now - started).as_nanos() as u64).max(1));
+            h.saturating_record(started.ns_until(now).max(1));
             self.queue.pop_front();
         }
     }
@@ -405,7 +405,7 @@ impl<R: TxRunner> Exec<'_, R> {
         let timed = self.tick >= self.latency_every;
         let start = timed.then(|| {
             self.tick = 0;
-            Instant::now()
+            Stamp::now()
         });
         let out = loop {
             let t0 = if self.breakdown {
@@ -449,7 +449,7 @@ impl<R: TxRunner> Exec<'_, R> {
             }
         };
         if let Some(s) = start {
-            let ns = (s.elapsed().as_nanos() as u64).max(1);
+            let ns = s.elapsed_ns().max(1);
             self.tally.latency[ty].saturating_record(ns);
             if let Some(p) = &mut self.pending {
                 p.queue.push_back((self.runner.durable_token(), s));
@@ -503,7 +503,7 @@ impl<R: TxRunner> Exec<'_, R> {
             self.tick += 1;
             p.submitted = (self.tick >= self.latency_every).then(|| {
                 self.tick = 0;
-                Instant::now()
+                Stamp::now()
             });
         }
         self.runner.submit(p)?;
@@ -546,7 +546,7 @@ impl<R: TxRunner> Exec<'_, R> {
                 }
             }
             if let Some(s) = d.procedure.submitted.take() {
-                let ns = (s.elapsed().as_nanos() as u64).max(1);
+                let ns = s.elapsed_ns().max(1);
                 self.tally.latency[ty].saturating_record(ns);
             }
             self.completed += 1;
@@ -563,9 +563,9 @@ impl<R: TxRunner> Exec<'_, R> {
 
     /// Count a transaction run outside [`Exec::txn`] (e.g. a snapshot
     /// transaction) as completed, with its latency.
-    pub fn completed_outside(&mut self, ty: usize, started: Instant) {
+    pub fn completed_outside(&mut self, ty: usize, started: Stamp) {
         self.tally.commits[ty] += 1;
-        let ns = (started.elapsed().as_nanos() as u64).max(1);
+        let ns = started.elapsed_ns().max(1);
         self.tally.latency[ty].saturating_record(ns);
         self.completed += 1;
         self.live.completed.store(self.completed, Ordering::Relaxed);
@@ -589,6 +589,9 @@ pub fn run<W: Workload, E: Engine>(
             "need at least one thread and a non-zero duration".into(),
         ));
     }
+    // Latencies are timed in ticks (`Stamp`): measure their rate now,
+    // before any thread times anything.
+    granary_api::ns_per_tick();
     let types = w.types();
     let phase = AtomicU8::new(0);
     let live: Vec<CachePadded<Live>> = (0..cfg.threads).map(|_| CachePadded::default()).collect();

@@ -52,7 +52,7 @@
 
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use granary_api::{
     Body, Done, Engine, Error, Procedure, TableId, TableOptions, Tx, TxError, TxRunner,
@@ -464,24 +464,6 @@ fn spin(ticks: u64) {
     }
 }
 
-/// [`granary_api::ticks`] in `d`, by a rate measured once per process
-/// against the monotonic clock (over 2 ms).
-fn ticks_in(d: Duration) -> u64 {
-    static PER_NS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    if d.is_zero() {
-        return 0;
-    }
-    let per_ns = *PER_NS.get_or_init(|| {
-        let (i0, t0) = (Instant::now(), granary_api::ticks());
-        while i0.elapsed() < Duration::from_millis(2) {
-            std::hint::spin_loop();
-        }
-        let (ns, t1) = (i0.elapsed().as_nanos() as f64, granary_api::ticks());
-        t1.wrapping_sub(t0) as f64 / ns
-    });
-    ((d.as_nanos() as f64 * per_ns).round() as u64).max(1)
-}
-
 impl SmallBank {
     /// # Errors
     /// [`ConfigError`] for fewer than two customers, a hotspot larger than
@@ -513,7 +495,7 @@ impl SmallBank {
         }
         let n = cfg.customers as usize;
         Ok(SmallBank {
-            spin_ticks: ticks_in(cfg.spin),
+            spin_ticks: granary_api::ticks_in(cfg.spin),
             cfg,
             tables: None,
             initial: Vec::new(),
@@ -981,20 +963,21 @@ impl Workload for SmallBank {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn a_spin_lasts_at_least_its_time() {
         for us in [3, 50, 2_000] {
             let d = Duration::from_micros(us);
             let t = Instant::now();
-            spin(ticks_in(d));
+            spin(granary_api::ticks_in(d));
             // Less only by the rate's rounding (a part in a million).
             assert!(
                 t.elapsed().as_nanos() * 1000 >= d.as_nanos() * 999,
                 "{us} µs"
             );
         }
-        assert_eq!(ticks_in(Duration::ZERO), 0);
+        assert_eq!(granary_api::ticks_in(Duration::ZERO), 0);
     }
 
     #[test]

@@ -50,7 +50,6 @@ use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use granary_api::{
     Body, Done, Engine, Error, Procedure, ReadOnly, TableId, TableOptions, Tx, TxError, TxRunner,
@@ -826,7 +825,7 @@ impl Ycsb {
             }
             Ok(acc)
         };
-        let start = Instant::now();
+        let start = granary_api::Stamp::now();
         std::hint::black_box(ex.runner().snapshot_read(&mut body)?);
         ex.completed_outside(LONG_READ, start);
         Ok(())

@@ -3,7 +3,6 @@
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use granary_api::{Body, Declared, Engine, Error, Procedure, ReadOnly, Tx, TxError, TxRunner};
 
@@ -1005,7 +1004,7 @@ impl Workload for Tpcc {
             // client's thread.
             let (t, w, d, threshold) = (self.t(), *w, *d, *threshold);
             th.spare.push(p);
-            let start = Instant::now();
+            let start = granary_api::Stamp::now();
             ex.runner()
                 .snapshot_read(&mut |tx| stock_level(tx, &t, w, d, threshold))?;
             ex.completed_outside(STOCK_LEVEL, start);
