@@ -409,6 +409,8 @@ pub struct Txn<'r> {
     slot: usize,
     seq: u64,
     me: u64,
+    /// The read time (begin timestamp); 0 until taken by
+    /// [`Txn::read_time`].
     rt: u64,
     oldest: u64,
 }
@@ -506,15 +508,10 @@ impl Books {
         // already names `seq`), and the previous transaction's
         // dependencies have all resolved: start clean.
         s.abort_now.store(false, Ordering::SeqCst);
-        // Publish a lower bound of the read time before taking it, so the
-        // garbage collector never misses this transaction (SeqCst orders
-        // the store before the increment for every observer).
-        s.begin
-            .store(db.clock.load(Ordering::SeqCst), Ordering::SeqCst);
-        s.word.store(seq << 2 | ACTIVE, Ordering::SeqCst);
-        // The first of the counter's two increments (begin timestamp).
-        let rt = db.clock.fetch_add(1, Ordering::SeqCst);
-        s.begin.store(rt, Ordering::SeqCst);
+        // The read time is taken at the first read or write
+        // (`Txn::read_time`), not here: `prefetch_many` first sends for
+        // the transaction's lines, which then arrive while the counter's
+        // line comes over from the other cores.
         if self.until_scan == 0 {
             self.oldest = oldest_reader(db);
             self.until_scan = SCAN_EVERY;
@@ -527,7 +524,7 @@ impl Books {
             slot,
             seq,
             me: txref(slot, seq),
-            rt,
+            rt: 0,
             oldest: self.oldest,
         }
     }
@@ -959,10 +956,12 @@ impl<'r> Txn<'r> {
     }
 
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
+        // Before the lookup: an absent key is seen at the read time too.
+        let rt = self.read_time();
         let Some(chain) = self.chain(t, key, false)? else {
             return Ok(None);
         };
-        let v = self.visible(chain, self.rt)?;
+        let v = self.visible(chain, rt)?;
         if self.db.isolation == Isolation::Serializable {
             self.st
                 .reads
@@ -991,6 +990,7 @@ impl<'r> Txn<'r> {
         if let Some(v) = value {
             check_value(v)?;
         }
+        let rt = self.read_time();
         let Some(chain) = self.chain(t, key, modify.is_none())? else {
             return Ok(false);
         };
@@ -1026,7 +1026,7 @@ impl<'r> Txn<'r> {
         }
         // Only the newest version may be updated, and only if it is the
         // one this transaction sees (first updater wins).
-        let seen = self.visible(chain, self.rt)?;
+        let seen = self.visible(chain, rt)?;
         // SAFETY: pinned.
         let seen_value = (!seen.is_null())
             .then(|| unsafe { (*seen).value() })
@@ -1058,7 +1058,7 @@ impl<'r> Txn<'r> {
                 newest_seen = matches!(self.db.status(slot, seq), Some((COMMITTED, _))) || {
                     // Postprocessed meanwhile?
                     let b = h.begin.load(Ordering::Acquire);
-                    b & REF == 0 && b < self.rt
+                    b & REF == 0 && b < rt
                 };
             }
         }
@@ -1138,6 +1138,35 @@ impl<'r> Txn<'r> {
 
     /// Validate (serializable), wait for dependencies, and finish. Returns
     /// the end timestamp.
+    /// The read time, taken now if not yet (the counter's first
+    /// increment, Hekaton's begin timestamp): at the start of the first
+    /// read, write or scan, so that everything the transaction sees,
+    /// absent keys included, is seen at it. Before it, at most
+    /// `prefetch_many` has sent for lines (it takes the read time before
+    /// it looks anything up); the transaction has written nothing, so no
+    /// one can depend on it or meet its slot's sequence number.
+    #[inline]
+    fn read_time(&mut self) -> u64 {
+        if self.rt == 0 {
+            self.rt = Self::take_read_time(self.db, self.slot, self.seq);
+        }
+        self.rt
+    }
+
+    #[inline(never)]
+    fn take_read_time(db: &Shared, slot: usize, seq: u64) -> u64 {
+        let s = &db.slots[slot];
+        // Publish a lower bound of the read time before taking it, so the
+        // garbage collector never misses this transaction (SeqCst orders
+        // the store before the increment for every observer).
+        s.begin
+            .store(db.clock.load(Ordering::SeqCst), Ordering::SeqCst);
+        s.word.store(seq << 2 | ACTIVE, Ordering::SeqCst);
+        let rt = db.clock.fetch_add(1, Ordering::SeqCst);
+        s.begin.store(rt, Ordering::SeqCst);
+        rt
+    }
+
     fn commit(&mut self) -> Result<u64, AbortReason> {
         let db = self.db;
         let s = &db.slots[self.slot];
@@ -1354,6 +1383,12 @@ impl Tx for Txn<'_> {
                 points |= tree.has_point_index();
             }
         }
+        // The counter's increment, while those lines are on their way
+        // (a prefetch is not held back by the locked increment, the loads
+        // below would be).
+        if self.rt == 0 {
+            self.rt = Self::take_read_time(db, self.slot, self.seq);
+        }
         if !points {
             return;
         }
@@ -1442,6 +1477,7 @@ impl Tx for Txn<'_> {
         let db: &Shared = self.db;
         let tree = db.tables.get(t)?;
         let serializable = db.isolation == Isolation::Serializable;
+        let rt = self.read_time();
         let mut batch = std::mem::take(&mut self.st.batch);
         batch.start();
         let mut n = 0;
@@ -1459,7 +1495,7 @@ impl Tx for Txn<'_> {
             for (k, c) in batch.iter() {
                 // SAFETY: read from the tree while pinned (see `chain`).
                 let chain = unsafe { &*(c as *const Chain) };
-                let v = match self.visible(chain, self.rt) {
+                let v = match self.visible(chain, rt) {
                     Ok(v) => v,
                     Err(e) => break 'scan Err(e),
                 };
