@@ -1170,6 +1170,24 @@ impl<'r> Txn<'r> {
     fn commit(&mut self) -> Result<u64, AbortReason> {
         let db = self.db;
         let s = &db.slots[self.slot];
+        if self.st.writes.is_empty() {
+            // Read-only: it commits at its read time, with neither the
+            // counter's second increment nor validation. Everything it
+            // read is the state at that time (versions of transactions
+            // that end below it, absent keys included: a deletion leaves
+            // the tree only below every published read time), and it
+            // waits for the writers it read from that are still
+            // committing; so it is serializable there, among transactions
+            // ordered by their end timestamps, and under SI too.
+            self.wait_for_dependencies();
+            let r = if s.abort_now.load(Ordering::SeqCst) {
+                Err(AbortReason::CommitDependency)
+            } else {
+                Ok(self.rt)
+            };
+            self.finish(r.is_ok(), self.rt);
+            return r;
+        }
         // PREPARING first, with the end timestamp unknown, and only then
         // the second increment. A transaction still seen ACTIVE has not
         // taken its end timestamp, so it will be above every timestamp
