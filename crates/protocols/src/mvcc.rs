@@ -508,7 +508,7 @@ impl Books {
         // already names `seq`), and the previous transaction's
         // dependencies have all resolved: start clean.
         s.abort_now.store(false, Ordering::SeqCst);
-        // The read time is taken at the first read or write
+        // The read time is taken at the first read, write or scan
         // (`Txn::read_time`), not here: `prefetch_many` first sends for
         // the transaction's lines, which then arrive while the counter's
         // line comes over from the other cores.
@@ -1136,8 +1136,6 @@ impl<'r> Txn<'r> {
         unsafe { retire_versions(&self.guard, vec![old as usize]) };
     }
 
-    /// Validate (serializable), wait for dependencies, and finish. Returns
-    /// the end timestamp.
     /// The read time, taken now if not yet (the counter's first
     /// increment, Hekaton's begin timestamp): at the start of the first
     /// read, write or scan, so that everything the transaction sees,
@@ -1167,6 +1165,8 @@ impl<'r> Txn<'r> {
         rt
     }
 
+    /// Validate (serializable), wait for dependencies, and finish. Returns
+    /// the end timestamp (a read-only transaction's: its read time).
     fn commit(&mut self) -> Result<u64, AbortReason> {
         let db = self.db;
         let s = &db.slots[self.slot];
