@@ -617,6 +617,9 @@ impl Txn<'_> {
             .sort_unstable_by(|a, b| (a.0, key(a), b.3).cmp(&(b.0, key(b), a.3)));
         let mut order = std::mem::take(&mut st.order);
         order.dedup_by(|b, a| a.0 == b.0 && key(a) == key(b));
+        // Every lock below waits for its row: send for all of them first,
+        // so that their misses overlap instead of following one another.
+        self.prefetch_rows(order.iter().map(|e| (e.0, key(e))));
         self.wait = true;
         let mut r = Ok(());
         for e in &order {
@@ -629,6 +632,37 @@ impl Txn<'_> {
         self.st.order = order;
         self.st.order_keys = keys;
         r
+    }
+
+    /// Fetch the rows of `keys` in two waves: every key's index entry,
+    /// then (with a point index, where finding a key is one probe) its
+    /// row, for writing, since taking its lock, shared or exclusive, is a
+    /// compare-and-swap on the row's line. At most 16 keys are followed
+    /// to their rows (the rest get the first wave only).
+    fn prefetch_rows<'k>(&self, keys: impl Iterator<Item = (TableId, &'k [u8])> + Clone) {
+        const WAVE: usize = 16;
+        let db: &Shared = self.db;
+        let pin = Pin(&self.guard);
+        let mut points = false;
+        for (t, k) in keys.clone() {
+            if let Ok(table) = db.tables.get(t) {
+                table.tree.prefetch(k, &pin);
+                points |= table.tree.has_point_index();
+            }
+        }
+        if !points {
+            return;
+        }
+        for (t, k) in keys.take(WAVE) {
+            let Ok(table) = db.tables.get(t) else {
+                continue;
+            };
+            if table.tree.has_point_index() {
+                if let Some(row) = table.tree.find(k, &pin) {
+                    granary_api::prefetch_for_write(row as *const u8, 1);
+                }
+            }
+        }
     }
 
     /// The row held at `i`, and its data (read: shared or better held).
@@ -806,6 +840,10 @@ impl Tx for Txn<'_> {
         if let Ok(table) = db.tables.get(t) {
             table.tree.prefetch(key, &Pin(&self.guard));
         }
+    }
+
+    fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        self.prefetch_rows(keys.iter().copied());
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
