@@ -1180,6 +1180,8 @@ impl<'r> Txn<'r> {
             // committing; so it is serializable there, among transactions
             // ordered by their end timestamps, and under SI too.
             self.wait_for_dependencies();
+            // SeqCst: as below, the aborting writer set the flag before it
+            // decremented `pending`, which the wait saw reach zero.
             let r = if s.abort_now.load(Ordering::SeqCst) {
                 Err(AbortReason::CommitDependency)
             } else {
