@@ -108,7 +108,7 @@ impl<'r> Locked<'r> {
             let (tree, key) = place();
             let p = rec as *const Record as u64;
             let swapped = tree.replace(key, p, new.as_ptr() as u64, pin);
-            debug_assert!(swapped, "a locked record is its key's tree entry");
+            assert!(swapped, "a locked record is its key's tree entry");
             rec.unlock(old.without(Tid::LATEST));
             how.retire(NonNull::from(rec));
         }

@@ -1048,13 +1048,34 @@ impl<'w> Transaction<'w> {
                     how.keep_old(rec);
                 }
                 let new_word = commit.with(Tid::LATEST | Tid::ABSENT);
-                rec.unlock(new_word);
                 // Unhook from the tree once no snapshot can need it (§4.9).
                 // Outside the copy window no snapshot reader can need the
                 // key's past (none may run over epoch `e`, and the delete
-                // kept no old version), so it waits only for regular
-                // readers.
+                // kept no old version). Then, without a log, the key leaves
+                // its tree now, before the lock is released: a reader
+                // that found the record sees it superseded (no latest bit)
+                // and looks again, a transaction that read it fails
+                // validation, and its memory waits for `tree_safe` as any
+                // unlinked record's. A logged delete must first be durable
+                // (`Worker::run_cleanups`), so it waits in the cleanup list.
                 let versioned = shared.options.snapshots && shared.epochs.copying(e);
+                if !versioned && shared.durable.get().is_none() {
+                    let mut rp = RetirePin {
+                        gc: &mut w.gc,
+                        epochs: &shared.epochs,
+                    };
+                    let tree = &shared.table(we.table).expect("table").tree;
+                    let removed =
+                        tree.remove_if(range(we.key), rec as *const Record as u64, &mut rp);
+                    assert!(removed.is_some(), "a locked record is its key's tree entry");
+                    rec.unlock(new_word.without(Tid::LATEST));
+                    // After the removal (see `RetirePin`).
+                    let label = shared.epochs.global();
+                    w.gc.tree
+                        .push_back((label, Garbage::record(NonNull::from(rec))));
+                    return;
+                }
+                rec.unlock(new_word);
                 w.gc.cleanup.push_back(Cleanup {
                     label: if versioned { snap(e) } else { e },
                     snapshot: versioned,
@@ -1098,7 +1119,7 @@ impl<'w> Transaction<'w> {
                 .expect("table")
                 .tree
                 .remove_if(&key, p as u64, &mut rp);
-            debug_assert!(removed.is_some(), "locked placeholder is in the tree");
+            assert!(removed.is_some(), "locked placeholder is in the tree");
             rec.unlock(t.without(Tid::LATEST));
             let label = shared.epochs.global();
             self.c

@@ -483,7 +483,7 @@ pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
         epochs: &shared.epochs,
     };
     let removed = table.tree.remove_if(&c.key, c.rec.as_ptr() as u64, &mut rp);
-    debug_assert!(removed.is_some(), "locked record is still in the tree");
+    assert!(removed.is_some(), "locked record is still in the tree");
     rec.unlock(t.without(Tid::LATEST));
     let label = shared.epochs.global();
     gc.tree.push_back((label, Garbage::record(c.rec)));
@@ -549,5 +549,37 @@ mod tests {
                 Some(vec![b'v', 10])
             );
         }
+    }
+
+    /// Without a log, and while no snapshot needs old versions, a
+    /// committed delete takes its key out of the tree at once: no cleanup
+    /// waits for the epochs, and the record is freed through them like
+    /// any unlinked record. The key can be inserted again right away.
+    #[test]
+    fn a_delete_unhooks_its_key_at_commit() {
+        let o = Options::default().epoch_interval(Duration::from_secs(3600));
+        let db = Database::new(o).expect("database");
+        let t = db.open_table("t").expect("table");
+        let mut w = db.worker().expect("worker");
+        w.run(|tx| tx.insert(t, b"k", b"v")).expect("insert");
+        assert!(w.run(|tx| tx.delete(t, b"k")).expect("delete"));
+        w.pin();
+        // SAFETY: pinned just above.
+        let pin = unsafe { ReadPin::new() };
+        let found = db.shared.table(t).expect("table").tree.find(b"k", &pin);
+        w.unpin();
+        assert_eq!(found, None, "the key left the tree at commit");
+        assert_eq!(w.core.gc.cleanup.len(), 0);
+        assert_eq!(w.core.gc.tree.len(), 1, "the record waits for the epochs");
+        for _ in 0..4 {
+            db.tick_epoch_for_tests();
+        }
+        w.run(|tx| tx.insert(t, b"k", b"w")).expect("insert again");
+        assert_eq!(w.core.gc.len(), 0, "freed once the epochs passed");
+        assert_eq!(
+            w.run(|tx| tx.get(t, b"k").map(|v| v.map(<[u8]>::to_vec)))
+                .expect("read"),
+            Some(b"w".to_vec())
+        );
     }
 }
