@@ -18,7 +18,7 @@ use granary_index::Tree;
 
 use crate::epoch::Epochs;
 use crate::gc::{Garbage, GcLists};
-use crate::pin::ReadPin;
+use crate::pin::{ReadPin, RetirePin};
 use crate::record::Record;
 use crate::tid::Tid;
 
@@ -83,6 +83,22 @@ impl<'r> Locked<'r> {
     #[inline]
     pub fn release(self) {
         self.rec.unlock(self.old);
+    }
+
+    /// Take the record out of `tree`, where it is `key`'s entry, release
+    /// its lock with `word` as no longer latest (a reader holding it looks
+    /// the key up again), and retire it to `gc`: an aborted insert's
+    /// placeholder, or a deleted record unhooked (§4.9).
+    pub fn unhook(self, tree: &Tree, key: &[u8], word: Tid, gc: &mut GcLists, epochs: &Epochs) {
+        let rec = self.rec;
+        let mut rp = RetirePin { gc, epochs };
+        let removed = tree.remove_if(key, rec as *const Record as u64, &mut rp);
+        assert!(removed.is_some(), "a locked record is its key's tree entry");
+        rec.unlock(word.without(Tid::LATEST));
+        // Read after the removal (see `RetirePin`).
+        let label = epochs.global();
+        gc.tree
+            .push_back((label, Garbage::record(NonNull::from(rec))));
     }
 
     /// Install `word` (unlocked, latest) and `value` as the record's new

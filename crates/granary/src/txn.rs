@@ -24,7 +24,7 @@ use granary_api::{ticks, Hints, Profile, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::install::{Install, Locked};
-use crate::pin::{check_bounds, check_key, check_value, ReadPin, RetirePin};
+use crate::pin::{check_bounds, check_key, check_value, ReadPin};
 use crate::record::{Pool, Record};
 use crate::shared::{Shared, Table};
 use crate::sync::{fence, Ordering};
@@ -1060,19 +1060,14 @@ impl<'w> Transaction<'w> {
                 // (`Worker::run_cleanups`), so it waits in the cleanup list.
                 let versioned = shared.options.snapshots && shared.epochs.copying(e);
                 if !versioned && shared.durable.get().is_none() {
-                    let mut rp = RetirePin {
-                        gc: &mut w.gc,
-                        epochs: &shared.epochs,
-                    };
                     let tree = &shared.table(we.table).expect("table").tree;
-                    let removed =
-                        tree.remove_if(range(we.key), rec as *const Record as u64, &mut rp);
-                    assert!(removed.is_some(), "a locked record is its key's tree entry");
-                    rec.unlock(new_word.without(Tid::LATEST));
-                    // After the removal (see `RetirePin`).
-                    let label = shared.epochs.global();
-                    w.gc.tree
-                        .push_back((label, Garbage::record(NonNull::from(rec))));
+                    Locked::new(rec, old).unhook(
+                        tree,
+                        range(we.key),
+                        new_word,
+                        &mut w.gc,
+                        &shared.epochs,
+                    );
                     return;
                 }
                 rec.unlock(new_word);
@@ -1107,25 +1102,10 @@ impl<'w> Transaction<'w> {
                 continue;
             }
             let (ks, kn) = (we.key.0 as usize, we.key.1 as usize);
-            let key: Box<[u8]> = self.c.st.arena[ks..ks + kn].into();
-            let table = we.table;
-            let p = we.rec;
-            let mut rp = RetirePin {
-                gc: &mut self.c.gc,
-                epochs: &shared.epochs,
-            };
-            let removed = shared
-                .table(table)
-                .expect("table")
-                .tree
-                .remove_if(&key, p as u64, &mut rp);
-            assert!(removed.is_some(), "locked placeholder is in the tree");
-            rec.unlock(t.without(Tid::LATEST));
-            let label = shared.epochs.global();
-            self.c
-                .gc
-                .tree
-                .push_back((label, Garbage::record(NonNull::from(rec))));
+            let tree = &shared.table(we.table).expect("table").tree;
+            let c = &mut *self.c;
+            let key = &c.st.arena[ks..ks + kn];
+            Locked::new(rec, t).unhook(tree, key, t, &mut c.gc, &shared.epochs);
         }
         self.c.st.clear_writes();
     }

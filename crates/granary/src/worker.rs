@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::install::{Locked, Unversioned};
-use crate::pin::{check_key, check_value, ReadPin, RetirePin};
+use crate::pin::{check_key, check_value, ReadPin};
 use crate::record::{Pool, Record};
 use crate::session::{Session, SessionEnd};
 use crate::shared::{Owner, Shared};
@@ -478,15 +478,7 @@ pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
         rec.unlock(t);
         return;
     }
-    let mut rp = RetirePin {
-        gc: &mut *gc,
-        epochs: &shared.epochs,
-    };
-    let removed = table.tree.remove_if(&c.key, c.rec.as_ptr() as u64, &mut rp);
-    assert!(removed.is_some(), "locked record is still in the tree");
-    rec.unlock(t.without(Tid::LATEST));
-    let label = shared.epochs.global();
-    gc.tree.push_back((label, Garbage::record(c.rec)));
+    Locked::new(rec, t).unhook(&table.tree, &c.key, t, gc, &shared.epochs);
 }
 
 #[cfg(test)]
