@@ -1526,7 +1526,8 @@ impl Tree {
     ///   the leaf's fence can go with it.
     ///
     /// Every node involved is locked with `try_lock` at the version its
-    /// descent read (so the path is exactly as read, and no lock order is
+    /// descent read — including the first children between `pj` and
+    /// `pm`, whose lower bound moves up without their contents changing — (so the path is exactly as read, and no lock order is
     /// needed: a lost race releases everything and tries again), changed,
     /// and unlocked; the unlinked nodes get the deleted mark and go to
     /// `g`. The leftmost leaf stays (it has no left neighbour), so the
@@ -1590,7 +1591,14 @@ impl Tree {
         if std::ptr::eq(ls, l) {
             return Unlink::Retry;
         }
-        let mut held: Vec<&NodeVersion> = Vec::with_capacity(path.len() - m + 3);
+        // The first children between `pj` and `pm`: their lower bound
+        // moves up with `pm`'s, so they change version too. A descent for
+        // a key of the leaf's old range that passed `pj` before the unlink
+        // would otherwise go on down through them unchallenged and reach
+        // `pm` after it, whose new first child starts above the key: a
+        // leaf that does not cover it (an insert there is lost).
+        let between = j.map_or(&path[..0], |j| &path[j + 1..m]);
+        let mut held: Vec<&NodeVersion> = Vec::with_capacity(path.len() + 3);
         let h = &mut held;
         let locked = lock_at(h, &ls.header.version, lsv)
             && lock_at(h, &l.header.version, v)
@@ -1598,6 +1606,9 @@ impl Tree {
                 .iter()
                 .all(|&(n, nv, _, _)| lock_at(h, &n.header.version, nv))
             && lock_at(h, &pm.header.version, pmv)
+            && between
+                .iter()
+                .all(|&(n, nv, _, _)| lock_at(h, &n.header.version, nv))
             && j.is_none_or(|j| lock_at(h, &path[j].0.header.version, path[j].1));
         // Under its lock the left neighbour cannot split, so a `next` that
         // is the leaf stays so.
@@ -1645,7 +1656,12 @@ impl Tree {
         for &(n, ..) in &path[m + 1..] {
             n.header.version.unlock_deleted();
         }
+        // Bottom up: a descent that read a node's new version finds its
+        // parent's changed too, or still locked.
         pm.header.version.unlock();
+        for &(n, ..) in between.iter().rev() {
+            n.header.version.unlock();
+        }
         if let Some(j) = j {
             path[j].0.header.version.unlock();
         }
@@ -2130,6 +2146,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An unlink whose leaf's subtree is the first child of `pm`, where
+    /// `pm` hangs two or more levels below `pj` (the ancestor that keeps
+    /// `pm`'s lower bound), moves `pj`'s separator up to the fence of
+    /// `pm`'s next child. A descent for a key of the leaf's old range that
+    /// passed `pj` before the unlink and goes on down through the first
+    /// children after it must not land in `pm`'s new first leaf, whose
+    /// fence lies above the key: an insert there would be unreachable.
+    /// The unlink runs inside the descent, right after `pj`.
+    #[test]
+    fn a_descent_below_a_moved_separator_sees_the_unlink() {
+        let t = Tree::new();
+        // SAFETY: only LeakGuards on this tree.
+        let mut g = unsafe { LeakGuard::new() };
+        let n = 4000u64;
+        for i in 1..=n {
+            t.insert(&(10 * i).to_be_bytes(), i, &mut g);
+        }
+        // A leaf whose path ends in two or more first children below a
+        // later child, with its first key as its fence.
+        let pick = (1..=n).find_map(|i| {
+            let k = (10 * i).to_be_bytes();
+            let mut path: Vec<(usize, usize)> = Vec::new();
+            let (leaf, _) = t.descend(Target::At(SearchKey::new(&k)), &g, |d, s| {
+                path.truncate(d);
+                path.push((s.2, s.3));
+            });
+            // SAFETY: nothing is freed (LeakGuard).
+            let l = unsafe { &*leaf };
+            let m = path.len().checked_sub(1)?;
+            let j = path[..m].iter().rposition(|&(c, _)| c > 0)?;
+            let fits = l.low().map(|f| f.0) == Some(10 * i)
+                && path[m] == (0, path[m].1)
+                && path[m].1 >= 1
+                && m >= j + 2;
+            fits.then(|| (i, j, l.header.count.load(R) as u64))
+        });
+        let (i, j, count) = pick.expect("a 4-level tree has such a leaf");
+        for q in i + 1..i + count {
+            assert_eq!(
+                t.remove(&(10 * q).to_be_bytes(), &mut g).map(|x| x.0),
+                Some(q)
+            );
+        }
+        let unlinks = t.unlinks();
+        let probe = (10 * i + 5).to_be_bytes();
+        let mut fired = false;
+        let (leaf, v) = t.descend(Target::At(SearchKey::new(&probe)), &g, |d, _| {
+            if d == j && !fired {
+                fired = true;
+                // SAFETY: only LeakGuards on this tree.
+                let mut g2 = unsafe { LeakGuard::new() };
+                assert!(t.remove(&(10 * i).to_be_bytes(), &mut g2).is_some());
+            }
+        });
+        assert_eq!(t.unlinks(), unlinks + 1, "the leaf was unlinked");
+        // SAFETY: nothing is freed (LeakGuard).
+        let covered = unsafe { covers(&*leaf, v, &SearchKey::new(&probe)) };
+        assert!(
+            matches!(covered, Covers::Yes),
+            "the descent landed in a leaf that does not cover its key"
+        );
+        // And an insert of that key is found again.
+        t.insert(&probe, 7, &mut g);
+        assert_eq!(t.find(&probe, &g), Some(7));
+        check(&t);
     }
 
     // ---- Cursor inserts (ascending runs) ----
