@@ -520,6 +520,15 @@ pub struct TableOptions {
     /// hash table over the keys, beside the ordered index) keeps one for
     /// the table, if its own options allow it.
     pub point_lookups: bool,
+    /// Most keys are 8-byte big-endian integers below this bound (0: no
+    /// such bound), as the ids of a table numbered from 0 are: a protocol
+    /// may then find such a key's entry by its number, in an array of
+    /// this many entries made with the table, without an index probe.
+    /// Other keys are still allowed, and are indexed as usual. The array
+    /// costs memory for every number below the bound from the start, so
+    /// give it only for ids that are dense (a protocol may refuse a bound
+    /// it cannot allocate, with [`Error::InvalidOption`]).
+    pub dense_keys: u64,
 }
 
 impl TableOptions {
@@ -527,6 +536,23 @@ impl TableOptions {
     pub fn point_lookups() -> TableOptions {
         TableOptions {
             point_lookups: true,
+            ..TableOptions::default()
+        }
+    }
+
+    /// These options, with keys that are mostly 8-byte big-endian numbers
+    /// below `n` ([`TableOptions::dense_keys`]).
+    ///
+    /// ```
+    /// use granary_api::TableOptions;
+    /// let o = TableOptions::point_lookups().with_dense_keys(100_000);
+    /// assert!(o.point_lookups);
+    /// assert_eq!(o.dense_keys, 100_000);
+    /// ```
+    pub fn with_dense_keys(self, n: u64) -> TableOptions {
+        TableOptions {
+            dense_keys: n,
+            ..self
         }
     }
 }

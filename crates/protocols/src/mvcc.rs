@@ -182,6 +182,58 @@ struct Chain {
     head: AtomicPtr<Version>,
 }
 
+/// The most chains a table's array may hold ([`TableOptions::dense_keys`]):
+/// 8 GiB of them.
+const DENSE_MAX: u64 = 1 << 30;
+
+/// A table: its index, which maps each key to its chain, and the chains
+/// of the keys that are numbers below [`TableOptions::dense_keys`], in an
+/// array by number. Such a key's chain is found by its address, one load
+/// from its newest version (as the BOHM authors' stores find a record by
+/// `&slots[key]`), not by an index probe first; the index still maps the
+/// key to it, for scans and their phantom checks, from the key's first
+/// write on. An array chain is never unhooked or freed before the table:
+/// a deleted key keeps its tombstone (older versions are still cut).
+struct Table {
+    tree: Tree,
+    dense: Box<[Chain]>,
+}
+
+impl Table {
+    fn new(tree: Tree, o: TableOptions) -> Result<Table, Error> {
+        if o.dense_keys > DENSE_MAX {
+            return Err(Error::InvalidOption(format!(
+                "dense_keys({}): at most {DENSE_MAX} chains per table",
+                o.dense_keys
+            )));
+        }
+        let mut dense = Vec::new();
+        dense
+            .try_reserve_exact(o.dense_keys as usize)
+            .map_err(|e| Error::InvalidOption(format!("dense_keys({}): {e}", o.dense_keys)))?;
+        dense.resize_with(o.dense_keys as usize, || Chain {
+            head: AtomicPtr::new(std::ptr::null_mut()),
+        });
+        Ok(Table {
+            tree,
+            dense: dense.into_boxed_slice(),
+        })
+    }
+
+    /// The array chain of `key`, if it is a number below the bound.
+    #[inline(always)]
+    fn dense(&self, key: &[u8]) -> Option<&Chain> {
+        let k: [u8; 8] = key.try_into().ok()?;
+        self.dense.get(usize::try_from(u64::from_be_bytes(k)).ok()?)
+    }
+
+    /// Whether `c` is one of the array's chains.
+    #[inline]
+    fn owns(&self, c: *const Chain) -> bool {
+        self.dense.as_ptr_range().contains(&c)
+    }
+}
+
 /// Transaction states in a slot's word (`seq << 2 | state`).
 const ACTIVE: u64 = 0;
 const PREPARING: u64 = 1;
@@ -224,9 +276,12 @@ struct Shared {
     slots: Box<[CachePadded<Slot>]>,
     /// Slots below this have been used (the garbage scan stops here).
     high: AtomicUsize,
-    tables: Catalog<Tree>,
+    tables: Catalog<Table>,
     /// Tables hinted [`TableOptions::point_lookups`] keep a point index.
     point_index: bool,
+    /// Every table keeps array chains for at least this many keys
+    /// ([`Mvcc::with_dense_keys`]).
+    dense_keys: u64,
 }
 
 impl Mvcc {
@@ -243,6 +298,17 @@ impl Mvcc {
         Self::build(isolation, true)
     }
 
+    /// An empty database giving `isolation` (with point indexes if
+    /// `point_index`) whose every table keeps the chains of the keys that
+    /// are numbers below `n` in an array, as if hinted
+    /// [`TableOptions::dense_keys`] (a larger hint wins): the conformance
+    /// suite runs this way too.
+    pub fn with_dense_keys(isolation: Isolation, point_index: bool, n: u64) -> Mvcc {
+        let mut m = Self::build(isolation, point_index);
+        Arc::get_mut(&mut m.0).expect("new").dense_keys = n;
+        m
+    }
+
     fn build(isolation: Isolation, point_index: bool) -> Mvcc {
         Mvcc(Arc::new(Shared {
             isolation,
@@ -251,27 +317,36 @@ impl Mvcc {
             high: AtomicUsize::new(0),
             tables: Catalog::default(),
             point_index,
+            dense_keys: 0,
         }))
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        // SAFETY: the last runner is gone; the versions still linked from
+        // a chain are owned by it alone (versions cut off earlier were
+        // retired separately).
+        let free_chain = |chain: &Chain| unsafe {
+            let mut v = chain.head.load(Ordering::Relaxed);
+            while !v.is_null() {
+                let prev = (&*v).prev.load(Ordering::Relaxed);
+                free_version(v);
+                v = prev;
+            }
+        };
         for t in self.tables.tables_mut() {
-            t.for_each_value(|c| {
-                // SAFETY: the last runner is gone; chains and the versions
-                // still linked from them are owned by the index alone
-                // (versions cut off earlier were retired separately).
-                unsafe {
-                    let chain = Box::from_raw(c as *mut Chain);
-                    let mut v = chain.head.load(Ordering::Relaxed);
-                    while !v.is_null() {
-                        let prev = (&*v).prev.load(Ordering::Relaxed);
-                        free_version(v);
-                        v = prev;
-                    }
+            let Table { tree, dense } = t;
+            tree.for_each_value(|c| {
+                let c = c as *mut Chain;
+                // The array's chains are freed with it, below.
+                if !dense.as_ptr_range().contains(&(c as *const Chain)) {
+                    // SAFETY: the index owns the chains it maps to,
+                    // outside the array.
+                    free_chain(&*unsafe { Box::from_raw(c) });
                 }
             });
+            dense.iter().for_each(free_chain);
         }
     }
 }
@@ -284,11 +359,14 @@ impl Engine for Mvcc {
     }
 
     fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
-        if self.0.point_index && o.point_lookups {
-            self.0.tables.create(name, Tree::with_point_index)
+        let tree = if self.0.point_index && o.point_lookups {
+            Tree::with_point_index()
         } else {
-            self.0.tables.create(name, Tree::new)
-        }
+            Tree::new()
+        };
+        let o = o.with_dense_keys(o.dense_keys.max(self.0.dense_keys));
+        let table = Table::new(tree, o)?;
+        self.0.tables.create(name, || table)
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
@@ -725,7 +803,7 @@ fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
     let mut garbage = Vec::new();
     while q.front().is_some_and(|u| u.ts < oldest) {
         let u = q.pop_front().expect("front");
-        let Ok(tree) = db.tables.get(u.table) else {
+        let Ok(Table { tree, .. }) = db.tables.get(u.table) else {
             continue;
         };
         // Dereference the chain only if the tree still maps the key to it:
@@ -895,7 +973,22 @@ impl<'r> Txn<'r> {
     ) -> Result<Option<&'r Chain>, TxError> {
         check_key(key)?;
         let db: &'r Shared = self.db;
-        let tree = db.tables.get(t)?;
+        let table = db.tables.get(t)?;
+        if let Some(c) = table.dense(key) {
+            if create && c.head.load(Ordering::Acquire).is_null() {
+                // Into the index before the chain's first version, so a
+                // scan that missed the key sees its leaf change. (An
+                // aborted first write leaves the key indexed to an empty
+                // chain, which reads as absent; so does a second hook.)
+                let p = c as *const Chain as u64;
+                match table.tree.insert(key, p, &mut Pin(&self.guard)) {
+                    Insert::Inserted(change) => self.own_change(change),
+                    Insert::Exists { value } => debug_assert_eq!(value, p),
+                }
+            }
+            return Ok(Some(c));
+        }
+        let tree = &table.tree;
         if let Some(c) = self.st.hints.take(t, key) {
             // SAFETY: found in the tree by this transaction, while pinned
             // (as below). A chain unhooked since is handled as one
@@ -1017,9 +1110,7 @@ impl<'r> Txn<'r> {
                     self.regrow(chain, head, value);
                 }
                 if value.is_none() {
-                    self.st
-                        .deletes
-                        .push((t, key.into(), chain as *const Chain as usize));
+                    self.deleted(t, key, chain);
                 }
                 return Ok(existed);
             }
@@ -1107,11 +1198,18 @@ impl<'r> Txn<'r> {
             .writes
             .push((chain as *const Chain as usize, v as usize, head as usize));
         if deleting {
-            self.st
-                .deletes
-                .push((t, key.into(), chain as *const Chain as usize));
+            self.deleted(t, key, chain);
         }
         Ok(existed)
+    }
+
+    /// Note a deletion of `key`, whose chain leaves the index once every
+    /// reader sees it (`unhook_due`); an array chain stays.
+    fn deleted(&mut self, t: TableId, key: &[u8], chain: &Chain) {
+        let c = chain as *const Chain;
+        if self.db.tables.get(t).is_ok_and(|table| !table.owns(c)) {
+            self.st.deletes.push((t, key.into(), c as usize));
+        }
     }
 
     /// Replace our own version `old`, the head of `chain`, with a larger
@@ -1383,14 +1481,18 @@ impl Tx for Txn<'_> {
 
     fn prefetch(&mut self, t: TableId, key: &[u8]) {
         let db: &Shared = self.db;
-        if let Ok(tree) = db.tables.get(t) {
-            tree.prefetch(key, &Pin(&self.guard));
+        if let Ok(table) = db.tables.get(t) {
+            match table.dense(key) {
+                Some(c) => crate::sync::prefetch(c as *const Chain),
+                None => table.tree.prefetch(key, &Pin(&self.guard)),
+            }
         }
     }
 
     /// With a point index, in four waves: every key's bucket, chain,
     /// newest version's header, and the rest of that version; each wave
-    /// waits only for lines the one before started fetching.
+    /// waits only for lines the one before started fetching. A key with
+    /// an array chain starts at its chain.
     fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
         const WAVE: usize = 16;
         const MOST_LINES: usize = 32;
@@ -1398,9 +1500,14 @@ impl Tx for Txn<'_> {
         let pin = Pin(&self.guard);
         let mut points = false;
         for &(t, k) in keys {
-            if let Ok(tree) = db.tables.get(t) {
-                tree.prefetch(k, &pin);
-                points |= tree.has_point_index();
+            if let Ok(table) = db.tables.get(t) {
+                if let Some(c) = table.dense(k) {
+                    crate::sync::prefetch(c as *const Chain);
+                    points = true;
+                } else {
+                    table.tree.prefetch(k, &pin);
+                    points |= table.tree.has_point_index();
+                }
             }
         }
         // The counter's increment, while those lines are on their way
@@ -1415,9 +1522,15 @@ impl Tx for Txn<'_> {
         for chunk in keys.chunks(WAVE) {
             let mut ps = [0usize; WAVE];
             for (p, &(t, k)) in ps.iter_mut().zip(chunk) {
-                let Ok(tree) = db.tables.get(t) else {
+                let Ok(table) = db.tables.get(t) else {
                     continue;
                 };
+                if let Some(c) = table.dense(k) {
+                    // Its line is on its way since the first loop.
+                    *p = c as *const Chain as usize;
+                    continue;
+                }
+                let tree = &table.tree;
                 if !tree.has_point_index() {
                     continue;
                 }
@@ -1495,7 +1608,7 @@ impl Tx for Txn<'_> {
             return Ok(());
         }
         let db: &Shared = self.db;
-        let tree = db.tables.get(t)?;
+        let tree = &db.tables.get(t)?.tree;
         let serializable = db.isolation == Isolation::Serializable;
         let rt = self.read_time();
         let mut batch = std::mem::take(&mut self.st.batch);
@@ -1545,7 +1658,7 @@ mod tests {
 
     fn chain_len(db: &Mvcc, t: TableId, key: &[u8]) -> usize {
         let g = crossbeam_epoch::pin();
-        let tree = db.0.tables.get(t).unwrap();
+        let tree = &db.0.tables.get(t).unwrap().tree;
         let c = tree.find(key, &Pin(&g)).unwrap() as *const Chain;
         // SAFETY: reached from the tree while pinned.
         let mut v = unsafe { &*c }.head.load(Ordering::Acquire);
@@ -1562,7 +1675,7 @@ mod tests {
     fn tree_keys(db: &Shared, t: TableId) -> usize {
         let g = crossbeam_epoch::pin();
         let mut n = 0;
-        let tree = db.tables.get(t).unwrap();
+        let tree = &db.tables.get(t).unwrap().tree;
         tree.scan(
             Bound::Unbounded,
             Bound::Unbounded,
@@ -1628,6 +1741,91 @@ mod tests {
                 .unwrap();
             assert_eq!(left, live);
         }
+    }
+
+    /// Keys below the dense bound live in the table's array, the rest in
+    /// the index, in one table: both kinds are read, deleted, written
+    /// again and scanned in order; a deleted array key's chain keeps only
+    /// its tombstone and what readers may need.
+    #[test]
+    fn array_chains_and_indexed_chains_share_a_table() {
+        for iso in [Isolation::Serializable, Isolation::Snapshot] {
+            let db = Mvcc::new(iso);
+            let o = TableOptions::point_lookups().with_dense_keys(50);
+            let t = db.create_table_with("t", o).unwrap();
+            let mut w = db.runner().unwrap();
+            let keys: Vec<Vec<u8>> = (0..100u64)
+                .map(|k| k.to_be_bytes().to_vec())
+                .chain([b"a".to_vec(), b"long key, not a number".to_vec()])
+                .collect();
+            for round in 0..200u64 {
+                w.try_run(|tx| {
+                    for k in &keys {
+                        if round % 2 == 0 {
+                            tx.insert(t, k, &round.to_be_bytes())?;
+                        } else {
+                            assert!(tx.delete(t, k)?);
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap()
+                .unwrap();
+            }
+            // Every key is deleted; an array chain is still indexed (and
+            // reads as absent), an indexed one left the index.
+            for _ in 0..2 * SCAN_EVERY {
+                w.try_run(|_| Ok(())).unwrap().unwrap();
+            }
+            assert_eq!(tree_keys(&db.0, t), 50, "{iso:?}");
+            let n = chain_len(&db, t, &7u64.to_be_bytes());
+            // Writers cut what no reader needs, behind a reader bound
+            // refreshed every `SCAN_EVERY` transactions: 200 writes leave
+            // no more than that window.
+            assert!(n <= SCAN_EVERY as usize + 2, "{iso:?}: {n} versions");
+            w.try_run(|tx| {
+                for k in keys.iter().step_by(3) {
+                    assert_eq!(tx.get(t, k)?, None);
+                    tx.put(t, k, k)?;
+                }
+                Ok(())
+            })
+            .unwrap()
+            .unwrap();
+            let seen = w
+                .try_run(|tx| {
+                    let mut seen = Vec::new();
+                    tx.scan(
+                        t,
+                        Bound::Unbounded,
+                        Bound::Unbounded,
+                        usize::MAX,
+                        false,
+                        |k, v| {
+                            assert_eq!(k, v);
+                            seen.push(k.to_vec());
+                            true
+                        },
+                    )?;
+                    Ok(seen)
+                })
+                .unwrap()
+                .unwrap();
+            let mut want: Vec<Vec<u8>> = keys.iter().step_by(3).cloned().collect();
+            want.sort();
+            assert_eq!(seen, want, "{iso:?}");
+        }
+    }
+
+    /// A bound the array cannot have is refused, with a typed error.
+    #[test]
+    fn a_dense_bound_too_large_is_refused() {
+        let db = Mvcc::new(Isolation::Snapshot);
+        let o = TableOptions::default().with_dense_keys(u64::MAX);
+        assert!(matches!(
+            db.create_table_with("t", o),
+            Err(Error::InvalidOption(_))
+        ));
     }
 
     /// A serializable reader that saw a deletion whose key then left the

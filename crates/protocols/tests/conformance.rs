@@ -124,6 +124,31 @@ conformance_tests! {
     deletes: yes,
 }
 
+// The multiversion designs again with array chains for the keys that are
+// 8-byte numbers below 2^17 (`Mvcc::with_dense_keys`): the suite's small
+// integer keys take them, and the model's 8-byte keys of bytes 0 and 1
+// mix both kinds in one table.
+
+conformance_tests! {
+    hekaton_dense_keys,
+    engine: || Mvcc::with_dense_keys(Isolation::Serializable, true, 1 << 17),
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    snapshot_isolation_dense_keys,
+    engine: || Mvcc::with_dense_keys(Isolation::Snapshot, false, 1 << 17),
+    level: SnapshotIsolation,
+    aborts: yes,
+    interactive: yes(hermitage::SNAPSHOT_ISOLATION),
+    scans: yes,
+    deletes: yes,
+}
+
 // The suite again with point indexes (`Tree::with_point_index`) on every
 // table: the suite hints `TableOptions::point_lookups` on each.
 

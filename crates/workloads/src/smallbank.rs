@@ -794,13 +794,15 @@ impl Workload for SmallBank {
         engine: &E,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), Error> {
+        let n = self.cfg.customers;
+        // The balances are keyed by customer id, 0 to n - 1.
+        let ids = TableOptions::point_lookups().with_dense_keys(n);
         let t = Tables {
             account: engine.create_table_with(TABLES[0], TableOptions::point_lookups())?,
-            savings: engine.create_table_with(TABLES[1], TableOptions::point_lookups())?,
-            checking: engine.create_table_with(TABLES[2], TableOptions::point_lookups())?,
+            savings: engine.create_table_with(TABLES[1], ids)?,
+            checking: engine.create_table_with(TABLES[2], ids)?,
             by_id: self.cfg.by_id,
         };
-        let n = self.cfg.customers;
         let mut rng = Rng::new(LOAD_SEED, 0);
         let balances: Vec<(i64, i64)> = (0..n).map(|_| Self::initial_balances(&mut rng)).collect();
         load_parallel(engine, n, LOAD_BATCH, progress, &|id, insert| {
