@@ -77,6 +77,12 @@ pub struct CheckArgs {
     /// Deuteronomy).
     #[arg(long)]
     pub point_index: bool,
+    /// Tell the designs that the table's keys are the numbers below
+    /// `--keys` (`TableOptions::dense_keys`): hekaton and si then keep
+    /// their chains in an array by key, as `bench smallbank` does for its
+    /// id-keyed tables. Other designs ignore it.
+    #[arg(long)]
+    pub dense_keys: bool,
     #[command(flatten)]
     pub bohm: crate::bench::BohmArgs,
     #[command(flatten)]
@@ -149,6 +155,7 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     cfg.keys = a.keys.unwrap_or(cfg.keys);
     cfg.theta = a.theta;
     cfg.seed = seed;
+    cfg.dense_keys = a.dense_keys;
     let silo = Options::default()
         .epoch_interval(Duration::from_millis(a.epoch_ms.max(1)))
         .point_index(a.point_index);

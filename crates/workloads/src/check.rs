@@ -113,6 +113,10 @@ pub struct CheckConfig {
     pub theta: f64,
     /// Seed of every worker's random stream (worker `i` uses stream `i+1`).
     pub seed: u64,
+    /// Hint the table's keys as dense numbers ([`TableOptions::dense_keys`]:
+    /// the keys are `0..keys`, 8 bytes big-endian), so a design that acts
+    /// on it is checked that way.
+    pub dense_keys: bool,
 }
 
 impl CheckConfig {
@@ -126,6 +130,7 @@ impl CheckConfig {
             keys: workload.default_keys(),
             theta: 0.99,
             seed: 1,
+            dense_keys: false,
         }
     }
 }
@@ -180,7 +185,11 @@ pub fn run_check<E: Engine>(
         ));
     }
     let zipf = Zipf::new(cfg.keys, cfg.theta).map_err(|e| Error::InvalidOption(e.to_string()))?;
-    let table = engine.create_table_with(cfg.workload.name(), TableOptions::point_lookups())?;
+    let mut options = TableOptions::point_lookups();
+    if cfg.dense_keys {
+        options = options.with_dense_keys(cfg.keys);
+    }
+    let table = engine.create_table_with(cfg.workload.name(), options)?;
     let mut loader = Recorder::new(cfg.threads as u16);
     let initial = match cfg.workload {
         CheckWorkload::Bank => Some(INITIAL_BALANCE),
