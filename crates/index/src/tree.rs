@@ -1526,11 +1526,12 @@ impl Tree {
     ///   the leaf's fence can go with it.
     ///
     /// Every node involved is locked with `try_lock` at the version its
-    /// descent read — including the first children between `pj` and
-    /// `pm`, whose lower bound moves up without their contents changing — (so the path is exactly as read, and no lock order is
+    /// descent read (so the path is exactly as read, and no lock order is
     /// needed: a lost race releases everything and tries again), changed,
     /// and unlocked; the unlinked nodes get the deleted mark and go to
-    /// `g`. The leftmost leaf stays (it has no left neighbour), so the
+    /// `g`. That includes the first children between `pj` and `pm`: their
+    /// contents stay, but their lower bound moves up with `pm`'s, and a
+    /// descent that passed `pj` before the unlink must see them change. The leftmost leaf stays (it has no left neighbour), so the
     /// root never goes and the tree keeps its height.
     ///
     /// # Safety
