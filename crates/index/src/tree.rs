@@ -2691,6 +2691,81 @@ mod tests {
         }
     }
 
+    /// A deep tree (four levels) whose leaves are emptied (and unlinked)
+    /// and filled again by one thread while others insert keys into the
+    /// gaps between its keys and look each one up at once: an insert that
+    /// lands in a leaf that does not cover its key (an unlink's routing
+    /// race, see `a_descent_below_a_moved_separator_sees_the_unlink`) is
+    /// lost to lookups. Memory is freed for real after the grace period.
+    #[test]
+    fn gap_inserts_race_unlinks_in_a_deep_tree() {
+        let base = seed("gap_inserts_race_unlinks_in_a_deep_tree");
+        let stress = std::env::var("GRANARY_STRESS")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(1);
+        let blocks = 400u64; // of LEAF_WIDTH keys: 4,800 keys, 4 levels
+        let w = LEAF_WIDTH as u64;
+        let key = |i: u64| (10 * i).to_be_bytes();
+        let t = Tree::new();
+        {
+            let g = crossbeam_epoch::pin();
+            for i in 0..blocks * w {
+                t.insert(&key(i), i, &mut Ebr(&g));
+            }
+        }
+        let done = std::sync::atomic::AtomicBool::new(false);
+        // The block being emptied: the gap inserts aim at it.
+        let block = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            let (t, done, block) = (&t, &done, &block);
+            s.spawn(move || {
+                // Stops the gap inserts however this thread ends (a failed
+                // check here included).
+                struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+                impl Drop for Done<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                let _done = Done(done);
+                let mut rng = base;
+                for _ in 0..100_000 * stress {
+                    let b = next(&mut rng) % blocks;
+                    block.store(b, std::sync::atomic::Ordering::Relaxed);
+                    for i in b * w..(b + 1) * w {
+                        let g = crossbeam_epoch::pin();
+                        assert_eq!(t.remove(&key(i), &mut Ebr(&g)).map(|x| x.0), Some(i));
+                    }
+                    for i in b * w..(b + 1) * w {
+                        let g = crossbeam_epoch::pin();
+                        t.insert(&key(i), i, &mut Ebr(&g));
+                    }
+                }
+            });
+            s.spawn(move || {
+                let mut rng = base ^ 0x9a9;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let b = block.load(std::sync::atomic::Ordering::Relaxed);
+                    let i = b * w + next(&mut rng) % w;
+                    let k = (10 * i + 5).to_be_bytes();
+                    let g = crossbeam_epoch::pin();
+                    let mut g = Ebr(&g);
+                    assert!(matches!(t.insert(&k, i, &mut g), Insert::Inserted(_)));
+                    assert_eq!(
+                        t.get(&k, &g).value,
+                        Some(i),
+                        "seed {base}: gap key {i} lost"
+                    );
+                    assert_eq!(t.remove(&k, &mut g).map(|x| x.0), Some(i), "seed {base}");
+                }
+            });
+        });
+        let s = check(&t);
+        assert_eq!(s.keys.len() as u64, blocks * w);
+        assert!(t.unlinks() > 0);
+    }
+
     /// Queues emptying and unlinking leaves concurrently, with lookups
     /// and scans racing them, memory freed for real after the grace
     /// period. Each queue's keys lie between two sentinels that are never
