@@ -1531,8 +1531,9 @@ impl Tree {
     /// and unlocked; the unlinked nodes get the deleted mark and go to
     /// `g`. That includes the first children between `pj` and `pm`: their
     /// contents stay, but their lower bound moves up with `pm`'s, and a
-    /// descent that passed `pj` before the unlink must see them change. The leftmost leaf stays (it has no left neighbour), so the
-    /// root never goes and the tree keeps its height.
+    /// descent that passed `pj` before the unlink must see them change.
+    /// The leftmost leaf stays (it has no left neighbour), so the root
+    /// never goes and the tree keeps its height.
     ///
     /// # Safety
     /// The caller is pinned by `g`, since before `l` was found.
