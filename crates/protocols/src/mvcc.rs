@@ -230,8 +230,14 @@ impl Table {
     /// Whether `c` is one of the array's chains.
     #[inline]
     fn owns(&self, c: *const Chain) -> bool {
-        self.dense.as_ptr_range().contains(&c)
+        in_array(&self.dense, c)
     }
+}
+
+/// Whether `c` points into `dense` (an array chain, not the index's own).
+#[inline]
+fn in_array(dense: &[Chain], c: *const Chain) -> bool {
+    dense.as_ptr_range().contains(&c)
 }
 
 /// Transaction states in a slot's word (`seq << 2 | state`).
@@ -340,7 +346,7 @@ impl Drop for Shared {
             tree.for_each_value(|c| {
                 let c = c as *mut Chain;
                 // The array's chains are freed with it, below.
-                if !dense.as_ptr_range().contains(&(c as *const Chain)) {
+                if !in_array(dense, c) {
                     // SAFETY: the index owns the chains it maps to,
                     // outside the array.
                     free_chain(&*unsafe { Box::from_raw(c) });
@@ -975,6 +981,7 @@ impl<'r> Txn<'r> {
         let db: &'r Shared = self.db;
         let table = db.tables.get(t)?;
         if let Some(c) = table.dense(key) {
+            // Acquire: as every load of a chain link (module doc).
             if create && c.head.load(Ordering::Acquire).is_null() {
                 // Into the index before the chain's first version, so a
                 // scan that missed the key sees its leaf change. (An
