@@ -3,12 +3,11 @@
 //! At a million keys every record a transaction touches is a cache miss;
 //! a value in its own heap block is a second, dependent one. Two shapes:
 //!
-//! * [`Value`]: a short value (YCSB's and SmallBank's are 8 bytes) lives
-//!   inside the record, a long one (TPC-C's rows) on the heap (2PL rows,
-//!   whose lock word and bookkeeping come first).
+//! * [`Value`]: a short value lives inside the structure that holds it, a
+//!   long one on the heap (Deuteronomy's keys).
 //! * [`Tail`]: a header and the value's bytes right after it, in one
 //!   allocation of the value's size (at least a cache line): one miss
-//!   whatever the length (MVCC versions, Partitioned-Store rows).
+//!   whatever the length (MVCC versions, Partitioned-Store and 2PL rows).
 
 use std::alloc::Layout;
 use std::cell::UnsafeCell;

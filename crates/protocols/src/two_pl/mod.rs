@@ -44,7 +44,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
@@ -56,7 +56,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
 use crate::limits::{check_bounds, check_key, check_value};
-use crate::reclaim::{retire_box, Pin};
+use crate::reclaim::Pin;
 use crate::scan::Batch;
 use crate::sync::Backoff;
 use crate::value;
@@ -78,49 +78,81 @@ pub enum Variant {
     MutantShortReads,
 }
 
-/// A row: its lock word, and what the lock protects.
-#[repr(align(64))]
-struct Row {
+/// A row: its lock word and bookkeeping, then its value's bytes, in one
+/// block of whole cache lines ([`value::Tail`]): a row is one cache miss
+/// (and one stream of adjacent lines) whatever its value's length, and
+/// carries no heap block of its own. A row is made with room for the value
+/// its creator is about to write; a later value that does not fit moves
+/// the key to a larger row ([`Txn::store`]).
+type Row = value::Tail<RowHead>;
+
+/// What comes before a row's value.
+struct RowHead {
     lock: RowLock,
-    data: UnsafeCell<Data>,
+    /// `commit_key << 1 | removed`, read and written under the lock:
+    /// * `removed`: taken out of the index (set under the exclusive lock,
+    ///   before it is released): a later holder must look the key up
+    ///   again;
+    /// * `commit_key`: that of the row's last writer (for
+    ///   [`TxRunner::last_commit_key`]).
+    meta: UnsafeCell<u64>,
 }
-
-/// A row's value: up to 32 bytes inline, so that a row with a short value
-/// is one cache line.
-type Value = value::Value<32>;
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Row>() == 64);
+const _: () = assert!(std::mem::size_of::<RowHead>() == 16);
 
-// SAFETY: `data` is read only under the row's lock (shared or exclusive)
-// and written only under it exclusive.
-unsafe impl Sync for Row {}
+impl RowHead {
+    /// Born held exclusive by its creator, with `commit_key`.
+    fn new(commit_key: u64) -> RowHead {
+        RowHead {
+            lock: RowLock::new_exclusive(),
+            meta: UnsafeCell::new(commit_key << 1),
+        }
+    }
 
-struct Data {
-    present: bool,
-    /// Taken out of the index (set under the exclusive lock, before it is
-    /// released): a later holder must look the key up again.
-    removed: bool,
-    /// The commit key of the row's last writer (for [`TxRunner::last_commit_key`]).
-    commit_key: u64,
-    value: Value,
+    /// Whether the row left the index. The caller holds the lock.
+    fn removed(&self) -> bool {
+        // SAFETY: under the lock (the caller's contract).
+        unsafe { *self.meta.get() & 1 != 0 }
+    }
+
+    /// The commit key of the row's last writer. The caller holds the lock.
+    fn commit_key(&self) -> u64 {
+        // SAFETY: as `removed`.
+        unsafe { *self.meta.get() >> 1 }
+    }
+
+    /// Mark the row taken out of the index. The caller holds it exclusive.
+    fn set_removed(&self) {
+        // SAFETY: held exclusive: no one else reads or writes it.
+        unsafe { *self.meta.get() |= 1 }
+    }
+
+    /// Stamp the row's last writer. The caller holds it exclusive.
+    fn set_commit_key(&self, ck: u64) {
+        // SAFETY: as `set_removed`.
+        unsafe { *self.meta.get() = ck << 1 | (*self.meta.get() & 1) }
+    }
 }
 
-impl Row {
-    /// A placeholder for a missing key, born held exclusive. Its commit
-    /// key starts above every row its table has removed, so the writers
-    /// of a key keep increasing commit keys across a delete and a
-    /// re-insert.
-    fn new_absent(table: &Table) -> Box<Row> {
-        Box::new(Row {
-            lock: RowLock::new_exclusive(),
-            data: UnsafeCell::new(Data {
-                present: false,
-                removed: false,
-                commit_key: table.removed_commit_key.load(Ordering::Acquire),
-                value: Value::new(),
-            }),
-        })
-    }
+/// A placeholder for a missing key, born held exclusive, with room for
+/// `room` bytes. Its commit key starts above every row its table has
+/// removed, so the writers of a key keep increasing commit keys across a
+/// delete and a re-insert.
+fn new_absent(table: &Table, room: usize) -> *mut Row {
+    let ck = table.removed_commit_key.load(Ordering::Acquire);
+    Row::alloc(RowHead::new(ck), None, room)
+}
+
+/// Free a row once no pinned thread can see it.
+///
+/// # Safety
+/// `row` came from [`Row::alloc`], is unreachable for threads that pin
+/// from now on, and is retired once.
+unsafe fn retire_row(g: &Guard, row: *const Row) {
+    let p = row as usize;
+    // SAFETY: the caller's contract; crossbeam delays the free past the
+    // grace period.
+    unsafe { g.defer_unchecked(move || Row::free(p as *mut Row)) }
 }
 
 /// A table: its rows behind the index.
@@ -128,6 +160,10 @@ struct Table {
     tree: Tree,
     /// The largest commit key of a row taken out of the index.
     removed_commit_key: AtomicU64,
+    /// The length of the value last written into a row made for it: the
+    /// room of a placeholder made before its value is known (a declared
+    /// write), so that the value usually fits.
+    room: AtomicU32,
 }
 
 /// A 2PL database: tables of rows behind the shared index.
@@ -175,11 +211,10 @@ impl Drop for Shared {
         // alone. Rows taken out earlier were retired to crossbeam's
         // collector, which frees them.
         for t in self.tables.tables_mut() {
-            t.tree.for_each_value(|v| {
-                // SAFETY: every value is a live `Box<Row>` turned raw, and
-                // each appears in one tree once.
-                drop(unsafe { Box::from_raw(v as *mut Row) })
-            });
+            // SAFETY: every value is a live row, and each appears in one
+            // tree once.
+            t.tree
+                .for_each_value(|v| unsafe { Row::free(v as *mut Row) });
         }
     }
 }
@@ -200,6 +235,7 @@ impl Engine for TwoPl {
                 Tree::new()
             },
             removed_commit_key: AtomicU64::new(0),
+            room: AtomicU32::new(0),
         })
     }
 
@@ -492,8 +528,10 @@ impl TxRunner for Runner {
 
 impl Txn<'_> {
     /// Lock `key`'s row in mode `m` (creating an absent placeholder if the
-    /// key is missing) and return the index of its [`Held`] entry.
-    fn acquire(&mut self, t: TableId, key: &[u8], m: Mode) -> Result<u32, TxError> {
+    /// key is missing, with room for `room` bytes, or for the table's last
+    /// new value if `room` is 0) and return the index of its [`Held`]
+    /// entry.
+    fn acquire(&mut self, t: TableId, key: &[u8], m: Mode, room: usize) -> Result<u32, TxError> {
         check_key(key)?;
         // A key this transaction holds already is found without the
         // index (a read-modify-write touches its key twice).
@@ -518,12 +556,16 @@ impl Txn<'_> {
             let (row, created, change) = match tree.find(key, &Pin(&self.guard)) {
                 Some(v) => (v as *const Row, false, None),
                 None => {
-                    let fresh = Box::into_raw(Row::new_absent(table));
+                    let room = match room {
+                        0 => table.room.load(Ordering::Relaxed) as usize,
+                        n => n,
+                    };
+                    let fresh = new_absent(table, room);
                     match tree.insert(key, fresh as u64, &mut Pin(&self.guard)) {
                         Insert::Inserted(c) => (fresh as *const Row, true, Some(c)),
                         Insert::Exists { value } => {
                             // SAFETY: never published.
-                            drop(unsafe { Box::from_raw(fresh) });
+                            unsafe { Row::free(fresh) };
                             (value as *const Row, false, None)
                         }
                     }
@@ -540,8 +582,7 @@ impl Txn<'_> {
                 } else if !r.lock.try_lock(m) {
                     return Err(TxError::Conflict(AbortReason::LockConflict));
                 }
-                // SAFETY: locked.
-                if unsafe { (*r.data.get()).removed } {
+                if r.removed() {
                     r.lock.unlock(m);
                     crate::sync::backoff(&mut spins);
                     continue;
@@ -623,7 +664,7 @@ impl Txn<'_> {
         self.wait = true;
         let mut r = Ok(());
         for e in &order {
-            if let Err(err) = self.acquire(e.0, key(e), e.3) {
+            if let Err(err) = self.acquire(e.0, key(e), e.3, 0) {
                 r = Err(err);
                 break;
             }
@@ -665,33 +706,67 @@ impl Txn<'_> {
         }
     }
 
-    /// The row held at `i`, and its data (read: shared or better held).
-    fn data(&self, i: u32) -> &Data {
+    /// The value of the row held at `i` (`None`: absent); shared or
+    /// better held.
+    fn value(&self, i: u32) -> Option<&[u8]> {
         // SAFETY: held, so live (pinned) and not written by anyone else.
-        unsafe { &*(*self.st.held[i as usize].row).data.get() }
+        unsafe { (*self.st.held[i as usize].row).value() }
     }
 
-    /// Exclusive access to held row `i`'s data, saving its old state for
-    /// rollback the first time.
-    fn data_mut(&mut self, i: u32) -> &mut Data {
+    /// Save held row `i`'s state for rollback the first time it is
+    /// written (it is held exclusive).
+    fn save(&mut self, i: u32) {
         let h = &self.st.held[i as usize];
         debug_assert_eq!(h.mode, Mode::Exclusive);
-        let row = h.row;
-        // SAFETY: held exclusive: no one else reads or writes it.
-        let d = unsafe { &mut *(*row).data.get() };
-        if h.write.is_none() {
-            let old_at = self.st.bytes.len() as u32;
-            self.st.bytes.extend_from_slice(&d.value);
-            let w = self.st.writes.len() as u32;
-            self.st.writes.push(Write {
-                held: i,
-                was_present: d.present,
-                old_at,
-                old_len: d.value.len() as u32,
-            });
-            self.st.held[i as usize].write = Some(w);
+        if h.write.is_some() {
+            return;
         }
-        d
+        // SAFETY: held exclusive: no one else reads or writes it.
+        let old = unsafe { (*h.row).value() };
+        let old_at = self.st.bytes.len() as u32;
+        self.st.bytes.extend_from_slice(old.unwrap_or_default());
+        let w = self.st.writes.len() as u32;
+        self.st.writes.push(Write {
+            held: i,
+            was_present: old.is_some(),
+            old_at,
+            old_len: old.map_or(0, <[u8]>::len) as u32,
+        });
+        self.st.held[i as usize].write = Some(w);
+    }
+
+    /// Write `value` (`None`: absent) into held row `i`, held exclusive
+    /// and saved: in place if it fits the row's room, else in a larger
+    /// row that takes the old one's place in the index. The old row is
+    /// marked removed before it is unlocked, so a transaction waiting for
+    /// it looks the key up again and finds the new one, held exclusive by
+    /// this transaction until it ends.
+    fn store(&mut self, i: u32, value: Option<&[u8]>) {
+        let h = &self.st.held[i as usize];
+        let row = h.row;
+        // SAFETY: held exclusive.
+        if unsafe { (*row).overwrite(value) } {
+            return;
+        }
+        // SAFETY: held, so live.
+        let old = unsafe { &*row };
+        let new = Row::alloc(RowHead::new(old.commit_key()), value, 0);
+        let key = &self.st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
+        let db: &Shared = self.db;
+        let table = db.tables.get(h.table).expect("held rows' tables exist");
+        let swapped = table
+            .tree
+            .replace(key, row as u64, new as u64, &mut Pin(&self.guard));
+        // A real check: retiring a row the index still maps would be a
+        // use after free.
+        assert!(swapped, "a held row stays in the index");
+        old.set_removed();
+        old.lock.unlock(Mode::Exclusive);
+        // SAFETY: out of the index, marked removed for anyone who still
+        // holds its address, and retired once (its `held` entry now names
+        // the new row).
+        unsafe { retire_row(&self.guard, row) };
+        self.st.held[i as usize].row = new;
     }
 
     /// The mutant's read: a shared lock only while copying (unless the
@@ -700,8 +775,7 @@ impl Txn<'_> {
     fn short_read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         check_key(key)?;
         if let Some(i) = self.find_held(key_hash(t, key), t, key) {
-            let d = self.data(i);
-            return Ok(d.present.then_some(&d.value[..]));
+            return Ok(self.value(i));
         }
         let db: &Shared = self.db;
         let Some(row) = db.tables.get(t)?.tree.find(key, &Pin(&self.guard)) else {
@@ -713,10 +787,12 @@ impl Txn<'_> {
             return Err(TxError::Conflict(AbortReason::LockConflict));
         }
         // SAFETY: locked shared.
-        let d = unsafe { &*r.data.get() };
-        let present = d.present && !d.removed;
+        let value = unsafe { r.value() }.filter(|_| !r.removed());
+        let present = value.is_some();
         self.st.read_copy.clear();
-        self.st.read_copy.extend_from_slice(&d.value);
+        self.st
+            .read_copy
+            .extend_from_slice(value.unwrap_or_default());
         r.lock.unlock(Mode::Shared);
         Ok(present.then_some(&self.st.read_copy[..]))
     }
@@ -741,15 +817,14 @@ impl Txn<'_> {
         // lock one after the other, so their keys increase).
         let mut ck = last;
         for w in &self.st.writes {
-            // SAFETY: held exclusive.
-            let d = unsafe { &*(*self.st.held[w.held as usize].row).data.get() };
-            ck = ck.max(d.commit_key);
+            // SAFETY: held exclusive, so live.
+            ck = ck.max(unsafe { &*self.st.held[w.held as usize].row }.commit_key());
         }
         ck += 1;
         let wrote = !self.st.writes.is_empty();
         for w in &self.st.writes {
-            // SAFETY: held exclusive.
-            unsafe { (*(*self.st.held[w.held as usize].row).data.get()).commit_key = ck };
+            // SAFETY: held exclusive, so live.
+            unsafe { &*self.st.held[w.held as usize].row }.set_commit_key(ck);
         }
         self.release();
         if wrote {
@@ -762,14 +837,14 @@ impl Txn<'_> {
     /// Restore every written row, then release.
     fn rollback(&mut self) {
         for w in self.st.writes.iter().rev() {
-            let h = &self.st.held[w.held as usize];
-            // SAFETY: held exclusive.
-            let d = unsafe { &mut *(*h.row).data.get() };
-            d.present = w.was_present;
-            d.value.clear();
-            d.value.extend_from_slice(
-                &self.st.bytes[w.old_at as usize..(w.old_at + w.old_len) as usize],
-            );
+            let old = &self.st.bytes[w.old_at as usize..(w.old_at + w.old_len) as usize];
+            // SAFETY: held exclusive, so live; the row has room for every
+            // value it held in this transaction (`store` only moves a key
+            // to a larger row).
+            let fits = unsafe {
+                (*self.st.held[w.held as usize].row).overwrite(w.was_present.then_some(old))
+            };
+            assert!(fits, "a row has room for the values it held");
         }
         self.release();
     }
@@ -784,11 +859,9 @@ impl Txn<'_> {
             let r = unsafe { &*h.row };
             let mode = h.mode;
             // SAFETY: held.
-            let absent = unsafe { !(*r.data.get()).present };
+            let absent = unsafe { r.value() }.is_none();
             if absent && mode == Mode::Exclusive {
-                // SAFETY: held exclusive.
-                let d = unsafe { &mut *r.data.get() };
-                d.removed = true;
+                r.set_removed();
                 let key = &st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
                 let table = self
                     .db
@@ -799,7 +872,7 @@ impl Txn<'_> {
                 // only start after, seeds its row from this (Acquire/Release).
                 table
                     .removed_commit_key
-                    .fetch_max(d.commit_key, Ordering::Release);
+                    .fetch_max(r.commit_key(), Ordering::Release);
                 let gone = table
                     .tree
                     .remove_if(key, h.row as u64, &mut Pin(&self.guard));
@@ -811,7 +884,7 @@ impl Txn<'_> {
                 // SAFETY: out of the index, marked removed for anyone who
                 // still holds its address, and retired once (the row
                 // leaves `held` below).
-                unsafe { retire_box(&self.guard, h.row as *mut Row) };
+                unsafe { retire_row(&self.guard, h.row) };
             } else {
                 r.lock.unlock(mode);
             }
@@ -830,9 +903,8 @@ impl Tx for Txn<'_> {
         if self.db.variant == Variant::MutantShortReads {
             return self.short_read(t, key);
         }
-        let i = self.acquire(t, key, Mode::Shared)?;
-        let d = self.data(i);
-        Ok(d.present.then_some(&d.value[..]))
+        let i = self.acquire(t, key, Mode::Shared, 0)?;
+        Ok(self.value(i))
     }
 
     fn prefetch(&mut self, t: TableId, key: &[u8]) {
@@ -848,11 +920,18 @@ impl Tx for Txn<'_> {
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         check_value(value)?;
-        let i = self.acquire(t, key, Mode::Exclusive)?;
-        let d = self.data_mut(i);
-        d.present = true;
-        d.value.clear();
-        d.value.extend_from_slice(value);
+        let i = self.acquire(t, key, Mode::Exclusive, value.len())?;
+        if self.value(i).is_none() {
+            // A new row's length: the room of the next placeholder made
+            // before its value is known (stored only on a change, so the
+            // line stays shared).
+            let room = &self.db.tables.get(t)?.room;
+            if room.load(Ordering::Relaxed) != value.len() as u32 {
+                room.store(value.len() as u32, Ordering::Relaxed);
+            }
+        }
+        self.save(i);
+        self.store(i, Some(value));
         Ok(())
     }
 
@@ -864,29 +943,32 @@ impl Tx for Txn<'_> {
     ) -> Result<Option<R>, TxError> {
         // Exclusive from the start (no shared lock to upgrade), and changed
         // in place: the undo image is the only copy.
-        let i = self.acquire(t, key, Mode::Exclusive)?;
-        if !self.data(i).present {
+        let i = self.acquire(t, key, Mode::Exclusive, 0)?;
+        if self.value(i).is_none() {
             return Ok(None);
         }
-        Ok(Some(f(&mut self.data_mut(i).value)))
+        self.save(i);
+        // SAFETY: held exclusive, so live, and no one else reads or writes
+        // it; the borrow ends before the next call on `self`.
+        let v = unsafe { (*self.st.held[i as usize].row).value_mut() };
+        Ok(v.map(f))
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        let i = self.acquire(t, key, Mode::Exclusive)?;
-        if self.data(i).present {
+        let i = self.acquire(t, key, Mode::Exclusive, value.len())?;
+        if self.value(i).is_some() {
             return Err(Error::KeyExists.into());
         }
         self.put(t, key, value)
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        let i = self.acquire(t, key, Mode::Exclusive)?;
-        if !self.data(i).present {
+        let i = self.acquire(t, key, Mode::Exclusive, 0)?;
+        if self.value(i).is_none() {
             return Ok(false);
         }
-        let d = self.data_mut(i);
-        d.present = false;
-        d.value.clear();
+        self.save(i);
+        self.store(i, None);
         Ok(true)
     }
 
@@ -920,14 +1002,13 @@ impl Tx for Txn<'_> {
                 break Ok(());
             }
             for (k, _) in batch.iter() {
-                let i = match self.acquire(t, k, Mode::Shared) {
+                let i = match self.acquire(t, k, Mode::Shared, 0) {
                     Ok(i) => i,
                     Err(e) => break 'scan Err(e),
                 };
-                let d = self.data(i);
-                if d.present {
+                if let Some(v) = self.value(i) {
                     seen += 1;
-                    if !f(k, &d.value) || seen == limit {
+                    if !f(k, v) || seen == limit {
                         break 'scan Ok(());
                     }
                 }
@@ -1096,6 +1177,104 @@ mod tests {
             "{} <= {deleted}",
             b.last_commit_key()
         );
+    }
+
+    /// A value longer than its row's room moves the key to a larger row
+    /// in the index; a rollback puts the old value back in the new row.
+    #[test]
+    fn a_value_longer_than_its_row_moves_the_key() {
+        for variant in [Variant::Ordered, Variant::NoWait] {
+            let db = TwoPl::new(variant);
+            let t = db.create_table("t").unwrap();
+            let mut w = db.runner().unwrap();
+            w.try_run(|tx| tx.put(t, b"k", b"short")).unwrap().unwrap();
+            let row = |db: &TwoPl| {
+                db.0.tables
+                    .get(t)
+                    .unwrap()
+                    .tree
+                    .find(b"k", &Pin(&crossbeam_epoch::pin()))
+            };
+            let before = row(&db);
+            let long = vec![7u8; 300];
+            w.try_run(|tx| {
+                tx.put(t, b"k", &long)?;
+                assert_eq!(tx.get(t, b"k")?, Some(&long[..]), "reads its own write");
+                tx.update(t, b"k", |v| v[0] = 1)?;
+                Ok(())
+            })
+            .unwrap()
+            .unwrap();
+            assert_ne!(row(&db), before, "a larger row");
+            let mut want = long.clone();
+            want[0] = 1;
+            // Grown again, changed, then rolled back: the value it had.
+            let r = w.try_run(|tx| {
+                tx.put(t, b"k", &[9u8; 2000])?;
+                tx.put(t, b"k", b"x")?;
+                tx.delete(t, b"k")?;
+                Err::<(), _>(TxError::rollback())
+            });
+            assert!(matches!(r, Err(Error::RolledBack)));
+            let (got, n) = w
+                .try_run(|tx| {
+                    let got = tx.get(t, b"k")?.map(<[u8]>::to_vec);
+                    let mut n = 0;
+                    tx.scan(t, Bound::Unbounded, Bound::Unbounded, 9, false, |_, _| {
+                        n += 1;
+                        true
+                    })?;
+                    Ok((got, n))
+                })
+                .unwrap()
+                .unwrap();
+            assert_eq!(got.as_deref(), Some(&want[..]), "{variant:?}");
+            assert_eq!(n, 1, "one entry for the key");
+        }
+    }
+
+    /// A transaction waiting for a row that another moves to a larger one
+    /// finds the new row once the mover commits.
+    #[test]
+    fn a_waiter_follows_a_moved_row() {
+        let db = TwoPl::new(Variant::Ordered);
+        let t = db.create_table("t").unwrap();
+        let (mut a, mut b) = (db.runner().unwrap(), db.runner().unwrap());
+        a.try_run(|tx| tx.put(t, b"k", b"1")).unwrap().unwrap();
+        let long = vec![5u8; 500];
+        std::thread::scope(|s| {
+            a.try_run(|tx| {
+                tx.put(t, b"k", b"2")?;
+                let waiter = s.spawn(|| {
+                    let mut d = Declared::new();
+                    d.write(t, b"k");
+                    // Waits for `a` (the ordered variant's declared locks
+                    // wait), on the row `a` is about to replace.
+                    b.try_run_declared(&d, |tx| {
+                        let v = tx.get(t, b"k")?.map(<[u8]>::to_vec);
+                        tx.update(t, b"k", |v| v[1] = 6)?;
+                        Ok(v)
+                    })
+                });
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                tx.put(t, b"k", &long)?;
+                Ok(waiter)
+            })
+            .unwrap()
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap()
+            .map(|seen| assert_eq!(seen.as_deref(), Some(&long[..]), "saw a's commit"))
+            .unwrap();
+        });
+        let v = a
+            .try_run(|tx| Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec)))
+            .unwrap()
+            .unwrap();
+        let mut want = long;
+        want[1] = 6;
+        assert_eq!(v, Some(want));
     }
 
     #[test]
