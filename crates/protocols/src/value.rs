@@ -199,11 +199,19 @@ pub(crate) use granary_api::prefetch_for_write;
 /// that is the thread's own, and the next allocation of the same size
 /// takes it back: neither touches the block. Blocks may be freed on
 /// another thread than the one that allocated them (epoch reclamation runs
-/// deferred frees wherever it collects); they all come from the global
-/// allocator, so any thread may keep or return them. A thread that frees
+/// deferred frees wherever it collects); any thread may keep or return
+/// them. A thread that frees
 /// more than it keeps hands magazines of 64 blocks to a shared depot, and
 /// a thread that runs dry takes one back (Bonwick and Adams's magazines,
 /// USENIX ATC 2001): one lock per 64 blocks.
+///
+/// Blocks of a number of lines that is not a power of two are carved from
+/// chunks of the pool's own instead, and never go back to the global
+/// allocator: mimalloc serves a 64-aligned request of 3, 5, 6 or 7 lines
+/// (or 17: a 1,000-byte version) from its next size class up (a 192-byte
+/// block takes 256 bytes; BENCHMARKS.md, session 20), where a carved one
+/// takes its size. The depot keeps every such block it is given, so the
+/// memory they hold is bounded by the most ever in use at once.
 mod pool {
     use std::alloc::Layout;
 
@@ -230,10 +238,27 @@ mod pool {
 
         /// Blocks move between a thread and the depot this many at a time.
         const MAGAZINE: usize = 64;
-        /// The depot keeps at most this many bytes per class.
+        /// The depot keeps at most this many bytes per class (but every
+        /// carved block).
         const DEPOT_BYTES: usize = 64 << 20;
+        /// The bytes of a chunk that blocks are carved from (about).
+        const CHUNK: usize = 256 << 10;
 
-        fn free_all(c: usize, blocks: impl IntoIterator<Item = *mut u8>) {
+        /// Whether blocks of class `c` are carved from chunks (a number of
+        /// lines that is not a power of two).
+        pub(super) fn carved(c: usize) -> bool {
+            !(c + 1).is_power_of_two()
+        }
+
+        /// Give up `blocks` of class `c`: to the global allocator, or, if
+        /// carved (they cannot go there), to the depot.
+        fn free_all(c: usize, blocks: Vec<*mut u8>) {
+            if carved(c) {
+                if !blocks.is_empty() {
+                    lock(c).push(blocks);
+                }
+                return;
+            }
             let layout = Layout::from_size_align((c + 1) * 64, 64).expect("small");
             for p in blocks {
                 // SAFETY: kept by `put`, from the global allocator with
@@ -242,14 +267,61 @@ mod pool {
             }
         }
 
-        pub(super) struct Stacks([Vec<*mut u8>; CLASSES]);
+        /// A thread's kept blocks by class, and what is left of the chunk
+        /// it carves each carved class from (next block, end).
+        pub(super) struct Stacks {
+            kept: [Vec<*mut u8>; CLASSES],
+            chunks: [(usize, usize); CLASSES],
+        }
+
+        impl Stacks {
+            /// A new block of carved class `c`.
+            fn carve(&mut self, c: usize) -> *mut u8 {
+                let size = (c + 1) * 64;
+                let (next, end) = &mut self.chunks[c];
+                if *next == *end {
+                    let n = (CHUNK / size).max(1);
+                    let layout = Layout::from_size_align(n * size, 4096).expect("small");
+                    // SAFETY: a non-zero size.
+                    let p = unsafe { std::alloc::alloc(layout) };
+                    if p.is_null() {
+                        std::alloc::handle_alloc_error(layout);
+                    }
+                    // Kept reachable: a chunk is never freed.
+                    CHUNKS
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(p as usize);
+                    (*next, *end) = (p as usize, p as usize + n * size);
+                }
+                let p = *next as *mut u8;
+                *next += size;
+                p
+            }
+        }
 
         impl Drop for Stacks {
             fn drop(&mut self) {
-                for (c, s) in self.0.iter_mut().enumerate() {
-                    free_all(c, s.drain(..));
+                for c in 0..CLASSES {
+                    let mut blocks = std::mem::take(&mut self.kept[c]);
+                    // The rest of a chunk, as blocks for the depot.
+                    let (mut next, end) = self.chunks[c];
+                    while next < end {
+                        blocks.push(next as *mut u8);
+                        next += (c + 1) * 64;
+                    }
+                    free_all(c, blocks);
                 }
             }
+        }
+
+        /// Every chunk carved from (never freed).
+        static CHUNKS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+        /// Class `c`'s depot, locked (a panic while it was held left it
+        /// consistent: each change is one push or pop).
+        fn lock(c: usize) -> std::sync::MutexGuard<'static, Vec<Vec<*mut u8>>> {
+            DEPOT[c].0.lock().unwrap_or_else(|e| e.into_inner())
         }
 
         /// Full magazines that threads handed back, by class. Reclamation
@@ -261,14 +333,20 @@ mod pool {
         /// delayed-free list).
         struct Depot(Mutex<Vec<Vec<*mut u8>>>);
 
-        // SAFETY: the pointers are blocks of the global allocator, owned by
-        // whoever holds them; any thread may use or free them.
+        // SAFETY: the pointers are blocks (of the global allocator, or
+        // carved), owned by whoever holds them; any thread may use or free
+        // them.
         unsafe impl Sync for Depot {}
 
         static DEPOT: [Depot; CLASSES] = [const { Depot(Mutex::new(Vec::new())) }; CLASSES];
 
         thread_local! {
-            static STACKS: RefCell<Stacks> = const { RefCell::new(Stacks([const { Vec::new() }; CLASSES])) };
+            static STACKS: RefCell<Stacks> = const {
+                RefCell::new(Stacks {
+                    kept: [const { Vec::new() }; CLASSES],
+                    chunks: [(0, 0); CLASSES],
+                })
+            };
         }
 
         /// A kept block of class `c`. The one the next call will hand out
@@ -280,10 +358,15 @@ mod pool {
             STACKS
                 .try_with(|s| {
                     let mut s = s.try_borrow_mut().ok()?;
-                    let st = &mut s.0[c];
+                    let st = &mut s.kept[c];
                     if st.is_empty() {
-                        let full = DEPOT[c].0.lock().ok()?.pop()?;
-                        st.extend(full);
+                        if let Some(full) = lock(c).pop() {
+                            st.extend(full);
+                        } else if carved(c) {
+                            return Some(s.carve(c));
+                        } else {
+                            return None;
+                        }
                     }
                     let p = st.pop()?;
                     if let Some(&next) = st.last() {
@@ -303,21 +386,29 @@ mod pool {
                     let Ok(mut s) = s.try_borrow_mut() else {
                         return false;
                     };
-                    let st = &mut s.0[c];
+                    let st = &mut s.kept[c];
                     if st.len() >= most {
                         // Hand a magazine to the depot (from the top: no
                         // block is touched, and the stack does not shift).
                         let full = st.split_off(st.len() - MAGAZINE);
                         let room = DEPOT_BYTES / ((c + 1) * 64 * MAGAZINE);
-                        match DEPOT[c].0.lock() {
-                            Ok(mut d) if d.len() < room => d.push(full),
-                            _ => free_all(c, full),
+                        let mut d = lock(c);
+                        if d.len() < room || carved(c) {
+                            d.push(full);
+                        } else {
+                            drop(d);
+                            free_all(c, full);
                         }
                     }
                     st.push(p);
                     true
                 })
                 .unwrap_or(false)
+        }
+
+        /// Keep `p` (of carved class `c`) in the depot.
+        pub(super) fn keep(c: usize, p: *mut u8) {
+            lock(c).push(vec![p]);
         }
     }
 
@@ -329,6 +420,12 @@ mod pool {
         }
         pub(super) fn put(_: usize, _: *mut u8) -> bool {
             false
+        }
+        pub(super) fn carved(_: usize) -> bool {
+            false
+        }
+        pub(super) fn keep(_: usize, _: *mut u8) {
+            unreachable!("nothing is carved under loom")
         }
     }
 
@@ -350,11 +447,19 @@ mod pool {
     /// # Safety
     /// `p` came from [`alloc`] with `layout`, and is freed once.
     pub(super) unsafe fn free(p: *mut u8, layout: Layout) {
-        if class(layout).is_some_and(|c| cache::put(c, p)) {
-            return;
+        if let Some(c) = class(layout) {
+            if cache::put(c, p) {
+                return;
+            }
+            if cache::carved(c) {
+                // Not the global allocator's to free (this thread is
+                // exiting: its own stack is gone).
+                return cache::keep(c, p);
+            }
         }
-        // SAFETY: the caller's contract: every block comes from the global
-        // allocator with its layout.
+        // SAFETY: the caller's contract: a block of a class that is not
+        // carved, or of no class, comes from the global allocator with its
+        // layout.
         unsafe { std::alloc::dealloc(p, layout) };
     }
 }
@@ -452,6 +557,37 @@ mod tests {
         );
         // SAFETY: allocated above, freed once (any thread may free a block).
         unsafe { Tail::<u64>::free(taken as *mut Tail<u64>) };
+    }
+
+    /// A block of a number of lines that is not a power of two is carved
+    /// (mimalloc serves 3 lines from its 256-byte class): consecutive ones
+    /// are adjacent and line-aligned, and a freed one comes back. 27 lines:
+    /// a size no other test uses (the depot is shared).
+    #[test]
+    fn blocks_of_odd_sizes_are_carved_and_reused() {
+        const VALUE: usize = 27 * 64 - 8;
+        let blocks: Vec<_> = (0..100)
+            .map(|i| Tail::alloc((), Some(&[i as u8; VALUE]), 0))
+            .collect();
+        let adjacent = blocks
+            .windows(2)
+            .filter(|w| w[1] as usize == w[0] as usize + 27 * 64)
+            .count();
+        assert!(adjacent >= 90, "{adjacent} of 99 pairs adjacent");
+        for (i, &b) in blocks.iter().enumerate() {
+            assert_eq!(b as usize % 64, 0);
+            // SAFETY: ours alone.
+            assert_eq!(unsafe { (*b).value() }, Some(&[i as u8; VALUE][..]));
+        }
+        let last = *blocks.last().unwrap();
+        for b in blocks {
+            // SAFETY: ours alone; each freed once.
+            unsafe { Tail::free(b) };
+        }
+        let again = Tail::alloc((), Some(&[1; VALUE]), 0);
+        assert_eq!(again, last, "the last freed comes back first");
+        // SAFETY: ours alone; freed once.
+        unsafe { Tail::free(again) };
     }
 
     #[test]
