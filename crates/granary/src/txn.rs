@@ -485,40 +485,45 @@ impl<'w> Transaction<'w> {
         }
     }
 
-    /// [`Tx::prefetch_many`](granary_api::Tx::prefetch_many): with a
-    /// point index, in three waves (every key's bucket; every present
-    /// key's record header; the rest of each record), so that each wave's
-    /// misses overlap. A wave waits only for the lines the one before
-    /// started fetching. Nothing is read for the transaction (no read-set
-    /// entry, no conflict); the records found are kept, in order, for the
-    /// lookups that follow (`TxState::hints`).
+    /// [`Tx::prefetch_many`](granary_api::Tx::prefetch_many), in three
+    /// waves, so that each wave's misses overlap: every key's entry (with
+    /// a point index its bucket; without, the descents, which go down
+    /// together a level at a time: `Tree::find_many`); every present
+    /// key's record header; the rest of each record. A wave waits only for
+    /// the lines the one before started fetching. Nothing is read for the
+    /// transaction (no read-set entry, no conflict); the records found are
+    /// kept, in order, for the lookups that follow (`TxState::hints`).
     pub fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
         /// Records whose lines are fetched together.
-        const WAVE: usize = 16;
+        const WAVE: usize = granary_index::Tree::FIND_MANY;
         /// At most this many lines of one record.
         const MOST_LINES: usize = 32;
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
-        let mut points = false;
         for &(t, k) in keys {
             if let Ok(table) = self.shared.table(t) {
                 table.tree.prefetch(k, &pin);
-                points |= table.tree.has_point_index();
             }
         }
-        if !points {
-            return;
-        }
         for chunk in keys.chunks(WAVE) {
-            let mut recs = [std::ptr::null::<Record>(); WAVE];
-            for (r, &(t, k)) in recs.iter_mut().zip(chunk) {
-                let Ok(table) = self.shared.table(t) else {
-                    continue;
-                };
-                if !table.tree.has_point_index() {
-                    continue;
+            let mut found = [None; WAVE];
+            // Each run of keys of one table, found together.
+            let mut at = 0;
+            while at < chunk.len() {
+                let t = chunk[at].0;
+                let end = at + chunk[at..].iter().take_while(|e| e.0 == t).count();
+                if let Ok(table) = self.shared.table(t) {
+                    let ks: [&[u8]; WAVE] =
+                        std::array::from_fn(|i| chunk.get(at + i).map_or(&[][..], |e| e.1));
+                    table
+                        .tree
+                        .find_many(&ks[..end - at], &mut found[at..end], &pin);
                 }
-                if let Some(p) = table.tree.find(k, &pin) {
+                at = end;
+            }
+            let mut recs = [std::ptr::null::<Record>(); WAVE];
+            for ((r, f), &(t, k)) in recs.iter_mut().zip(found).zip(chunk) {
+                if let Some(p) = f {
                     *r = p as *const Record;
                     granary_index::prefetch_lines(*r as *const u8, 1);
                     self.c.st.hints.push(t, k, *r);

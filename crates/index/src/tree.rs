@@ -768,6 +768,104 @@ impl Tree {
         }
     }
 
+    /// The most keys [`Tree::find_many`] descends for together.
+    pub const FIND_MANY: usize = 16;
+
+    /// [`Tree::find`] for each of `keys` (at most [`Tree::FIND_MANY`]; the
+    /// rest are left `None`), into `out`, with their cache misses
+    /// overlapped: without a point index the descents go down together,
+    /// a level at a time, each node fetched a round before it is read, so
+    /// a level's misses are waited for once for all keys instead of once
+    /// per key. Each descent makes the checks [`Tree::get`]'s does, in the
+    /// same order (a round apart), so it ends at the same leaf; one that
+    /// fails a check looks its key up alone.
+    pub fn find_many<G: Guard>(&self, keys: &[&[u8]], out: &mut [Option<u64>], g: &G) {
+        const N: usize = Tree::FIND_MANY;
+        let n = keys.len().min(N).min(out.len());
+        if self.points.is_some() {
+            for (o, k) in out.iter_mut().zip(&keys[..n]) {
+                *o = self.find(k, g);
+            }
+            return;
+        }
+        /// One key's descent: the node to read next (null once at its
+        /// leaf or given up), its parent and the parent's version.
+        #[derive(Clone, Copy)]
+        struct Walk {
+            node: *const Header,
+            parent: *const Header,
+            pv: u64,
+            leaf: *const Leaf,
+            v: u64,
+        }
+        let sk: [SearchKey<'_>; N] =
+            std::array::from_fn(|i| SearchKey::new(keys.get(i).copied().unwrap_or_default()));
+        // Acquire: pairs with the Release store of a new root.
+        let root = self.root.load(Ordering::Acquire) as *const Header;
+        prefetch(root);
+        let mut walks = [Walk {
+            node: root,
+            parent: std::ptr::null(),
+            pv: 0,
+            leaf: std::ptr::null(),
+            v: 0,
+        }; N];
+        let mut going = true;
+        while going {
+            going = false;
+            for (w, k) in walks.iter_mut().zip(&sk).take(n) {
+                if w.node.is_null() {
+                    continue;
+                }
+                // SAFETY: the root, never unlinked, or a child read from a
+                // validated parent while pinned (as in `descend`).
+                let h = unsafe { hdr(w.node) };
+                let v = h.version.stable();
+                let moved = match unsafe { w.parent.as_ref() } {
+                    // A root split leaves the old root covering only its
+                    // left half.
+                    None => !std::ptr::eq(self.root.load(Ordering::Acquire), w.node),
+                    // The child could have split between reading the
+                    // pointer and its version; a split changes the parent.
+                    Some(p) => p.version.has_changed(w.pv),
+                };
+                if moved {
+                    w.node = std::ptr::null();
+                    continue;
+                }
+                if h.is_leaf {
+                    (w.leaf, w.v) = (w.node as *const Leaf, v);
+                    w.node = std::ptr::null();
+                    continue;
+                }
+                // SAFETY: `is_leaf` is false, so this is an Inner.
+                let inner = unsafe { &*(w.node as *const Inner) };
+                let c = inner.header.count.load(R).min(INNER_WIDTH);
+                // SAFETY: pinned by the caller's guard.
+                let idx = unsafe { child_index(inner, c, k, false) };
+                let child = inner.children[idx].load(R) as *const Header;
+                prefetch(child);
+                if h.version.has_changed(v) || child.is_null() {
+                    w.node = std::ptr::null();
+                    continue;
+                }
+                (w.parent, w.pv, w.node) = (w.node, v, child);
+                going = true;
+            }
+        }
+        for ((o, w), (k, key)) in out.iter_mut().zip(&walks).zip(sk.iter().zip(keys)).take(n) {
+            // SAFETY: a leaf reached as `descend` reaches one, covering `k`
+            // at `w.v`; pinned by `g`.
+            let found = (!w.leaf.is_null())
+                .then(|| unsafe { lookup_in(&*w.leaf, w.v, k) })
+                .flatten();
+            *o = match found {
+                Some(look) => look.value,
+                None => self.get(key, g).value,
+            };
+        }
+    }
+
     /// Start fetching what a lookup of `key` will read first (its point
     /// index bucket; nothing for a tree without one), so that lookups of
     /// several keys known in advance wait for their misses together.
@@ -2764,6 +2862,124 @@ mod tests {
         });
         let s = check(&t);
         assert_eq!(s.keys.len() as u64, blocks * w);
+        assert!(t.unlinks() > 0);
+    }
+
+    /// `find_many` answers as `find` does, key by key, on a deep tree,
+    /// for present and absent keys, and leaves keys past its limit alone.
+    #[test]
+    fn find_many_answers_as_find() {
+        let t = Tree::new();
+        let g = crossbeam_epoch::pin();
+        for i in 0..5000u64 {
+            t.insert(&(10 * i).to_be_bytes(), i, &mut Ebr(&g));
+        }
+        let mut rng = seed("find_many_answers_as_find");
+        for _ in 0..2000 {
+            let keys: Vec<[u8; 8]> = (0..20)
+                .map(|_| (next(&mut rng) % 50_010).to_be_bytes())
+                .collect();
+            let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            let mut out = [Some(u64::MAX); 20];
+            t.find_many(&refs, &mut out, &Ebr(&g));
+            for (i, k) in refs.iter().enumerate() {
+                let want = if i < Tree::FIND_MANY {
+                    t.find(k, &Ebr(&g))
+                } else {
+                    Some(u64::MAX)
+                };
+                assert_eq!(out[i], want, "key {k:?}");
+            }
+        }
+    }
+
+    /// `find_many` racing leaf splits and unlinks: keys that stay in the
+    /// tree are always found with their values, keys never inserted never
+    /// are, and keys coming and going are found with their own value or
+    /// not at all. Memory is freed for real after the grace period.
+    #[test]
+    fn find_many_races_splits_and_unlinks() {
+        let base = seed("find_many_races_splits_and_unlinks");
+        let stress = std::env::var("GRANARY_STRESS")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(1);
+        let blocks = 400u64;
+        let w = LEAF_WIDTH as u64;
+        let t = Tree::new();
+        {
+            let g = crossbeam_epoch::pin();
+            for i in 0..blocks * w {
+                t.insert(&(10 * i).to_be_bytes(), i, &mut Ebr(&g));
+                if (i / w) % 4 != 0 {
+                    // Stays, and moves as its leaf splits; every fourth
+                    // block has none, so its leaves empty and go.
+                    t.insert(&(10 * i + 3).to_be_bytes(), i, &mut Ebr(&g));
+                }
+            }
+        }
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let (t, done) = (&t, &done);
+            s.spawn(move || {
+                struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+                impl Drop for Done<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                let _done = Done(done);
+                let mut rng = base;
+                for _ in 0..20_000 * stress {
+                    let b = next(&mut rng) % blocks;
+                    for i in b * w..(b + 1) * w {
+                        let g = crossbeam_epoch::pin();
+                        t.remove(&(10 * i).to_be_bytes(), &mut Ebr(&g));
+                    }
+                    for i in b * w..(b + 1) * w {
+                        let g = crossbeam_epoch::pin();
+                        t.insert(&(10 * i).to_be_bytes(), i, &mut Ebr(&g));
+                        // A gap key: splits the refilled leaves.
+                        t.insert(&(10 * i + 5).to_be_bytes(), i, &mut Ebr(&g));
+                    }
+                    for i in b * w..(b + 1) * w {
+                        let g = crossbeam_epoch::pin();
+                        t.remove(&(10 * i + 5).to_be_bytes(), &mut Ebr(&g));
+                    }
+                }
+            });
+            s.spawn(move || {
+                let mut rng = base ^ 0x5eed;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut keys = [[0u8; 8]; Tree::FIND_MANY];
+                    let mut want = [(0u64, 0u8); Tree::FIND_MANY];
+                    for (k, w) in keys.iter_mut().zip(&mut want) {
+                        let b = next(&mut rng) % blocks;
+                        let i = b * LEAF_WIDTH as u64 + next(&mut rng) % LEAF_WIDTH as u64;
+                        // 3: stays (but in every fourth block), 7: never
+                        // there, 0 and 5: come and go.
+                        let off = [0, 3, 5, 7][next(&mut rng) as usize % 4];
+                        let off = if off == 3 && b % 4 == 0 { 7 } else { off };
+                        *k = (10 * i + off).to_be_bytes();
+                        *w = (i, off as u8);
+                    }
+                    let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                    let mut out = [None; Tree::FIND_MANY];
+                    let g = crossbeam_epoch::pin();
+                    t.find_many(&refs, &mut out, &Ebr(&g));
+                    for (o, (i, off)) in out.iter().zip(want) {
+                        match off {
+                            3 => assert_eq!(*o, Some(i), "seed {base}: key {} lost", 10 * i + 3),
+                            7 => assert_eq!(*o, None, "seed {base}"),
+                            _ => {
+                                assert!(o.is_none() || *o == Some(i), "seed {base}: {o:?} for {i}")
+                            }
+                        }
+                    }
+                }
+            });
+        });
+        check(&t);
         assert!(t.unlinks() > 0);
     }
 

@@ -279,6 +279,16 @@ impl<'a, T: Tx> RecTx<'a, T> {
 }
 
 impl<T: Tx> Tx for RecTx<'_, T> {
+    // Hints read nothing for the transaction: passed on, not recorded (so
+    // that the checker covers the lookups they steer).
+    fn prefetch(&mut self, t: TableId, key: &[u8]) {
+        self.tx.prefetch(t, key);
+    }
+
+    fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        self.tx.prefetch_many(keys);
+    }
+
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         let k = check_key(t, key)?;
         match self.tx.get(t, key)? {
