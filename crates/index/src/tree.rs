@@ -821,7 +821,9 @@ impl Tree {
                 // validated parent while pinned (as in `descend`).
                 let h = unsafe { hdr(w.node) };
                 let v = h.version.stable();
-                let moved = match unsafe { w.parent.as_ref() } {
+                // SAFETY: null, or a node this descent read while pinned.
+                let parent = unsafe { w.parent.as_ref() };
+                let moved = match parent {
                     // A root split leaves the old root covering only its
                     // left half.
                     None => !std::ptr::eq(self.root.load(Ordering::Acquire), w.node),
