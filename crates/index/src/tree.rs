@@ -2913,7 +2913,7 @@ mod tests {
             let g = crossbeam_epoch::pin();
             for i in 0..blocks * w {
                 t.insert(&(10 * i).to_be_bytes(), i, &mut Ebr(&g));
-                if (i / w) % 4 != 0 {
+                if !(i / w).is_multiple_of(4) {
                     // Stays, and moves as its leaf splits; every fourth
                     // block has none, so its leaves empty and go.
                     t.insert(&(10 * i + 3).to_be_bytes(), i, &mut Ebr(&g));
@@ -2961,7 +2961,7 @@ mod tests {
                         // 3: stays (but in every fourth block), 7: never
                         // there, 0 and 5: come and go.
                         let off = [0, 3, 5, 7][next(&mut rng) as usize % 4];
-                        let off = if off == 3 && b % 4 == 0 { 7 } else { off };
+                        let off = if off == 3 && b.is_multiple_of(4) { 7 } else { off };
                         *k = (10 * i + off).to_be_bytes();
                         *w = (i, off as u8);
                     }
