@@ -2961,7 +2961,11 @@ mod tests {
                         // 3: stays (but in every fourth block), 7: never
                         // there, 0 and 5: come and go.
                         let off = [0, 3, 5, 7][next(&mut rng) as usize % 4];
-                        let off = if off == 3 && b.is_multiple_of(4) { 7 } else { off };
+                        let off = if off == 3 && b.is_multiple_of(4) {
+                            7
+                        } else {
+                            off
+                        };
                         *k = (10 * i + off).to_be_bytes();
                         *w = (i, off as u8);
                     }

@@ -1501,19 +1501,16 @@ impl Tx for Txn<'_> {
     /// waits only for lines the one before started fetching. A key with
     /// an array chain starts at its chain.
     fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
-        const WAVE: usize = 16;
+        const WAVE: usize = Tree::FIND_MANY;
         const MOST_LINES: usize = 32;
         let db: &Shared = self.db;
         let pin = Pin(&self.guard);
-        let mut points = false;
         for &(t, k) in keys {
             if let Ok(table) = db.tables.get(t) {
                 if let Some(c) = table.dense(k) {
                     crate::sync::prefetch(c as *const Chain);
-                    points = true;
                 } else {
                     table.tree.prefetch(k, &pin);
-                    points |= table.tree.has_point_index();
                 }
             }
         }
@@ -1523,29 +1520,36 @@ impl Tx for Txn<'_> {
         if self.rt == 0 {
             self.rt = Self::take_read_time(db, self.slot, self.seq);
         }
-        if !points {
-            return;
-        }
         for chunk in keys.chunks(WAVE) {
             let mut ps = [0usize; WAVE];
-            for (p, &(t, k)) in ps.iter_mut().zip(chunk) {
-                let Ok(table) = db.tables.get(t) else {
-                    continue;
-                };
-                if let Some(c) = table.dense(k) {
-                    // Its line is on its way since the first loop.
-                    *p = c as *const Chain as usize;
-                    continue;
+            // Each run of keys of one table: the array's chains (their
+            // lines on their way since the first loop), and the index's,
+            // found together (`Tree::find_many`).
+            let mut at = 0;
+            while at < chunk.len() {
+                let t = chunk[at].0;
+                let end = at + chunk[at..].iter().take_while(|e| e.0 == t).count();
+                if let Ok(table) = db.tables.get(t) {
+                    let (mut which, mut ks, mut m) = ([0; WAVE], [&[][..]; WAVE], 0);
+                    for (i, &(_, k)) in chunk.iter().enumerate().take(end).skip(at) {
+                        match table.dense(k) {
+                            Some(c) => ps[i] = c as *const Chain as usize,
+                            None => {
+                                (which[m], ks[m], m) = (i, k, m + 1);
+                            }
+                        }
+                    }
+                    let mut found = [None; WAVE];
+                    table.tree.find_many(&ks[..m], &mut found[..m], &pin);
+                    for (&i, c) in which.iter().zip(found).take(m) {
+                        if let Some(c) = c {
+                            ps[i] = c as usize;
+                            crate::sync::prefetch(c as *const Chain);
+                            self.st.hints.push(t, chunk[i].1, c as usize);
+                        }
+                    }
                 }
-                let tree = &table.tree;
-                if !tree.has_point_index() {
-                    continue;
-                }
-                if let Some(c) = tree.find(k, &pin) {
-                    *p = c as usize;
-                    crate::sync::prefetch(c as *const Chain);
-                    self.st.hints.push(t, k, c as usize);
-                }
+                at = end;
             }
             for p in ps.iter_mut().filter(|p| **p != 0) {
                 // SAFETY: reachable from the tree while pinned (see

@@ -675,34 +675,43 @@ impl Txn<'_> {
         r
     }
 
-    /// Fetch the rows of `keys` in two waves: every key's index entry,
-    /// then (with a point index, where finding a key is one probe) its
+    /// Fetch the rows of `keys` in two waves: every key's index entry
+    /// (with a point index its bucket; without, the first 16 keys'
+    /// descents, which go down together: `Tree::find_many`), then its
     /// row, for writing, since taking its lock, shared or exclusive, is a
     /// compare-and-swap on the row's line. At most 16 keys are followed
     /// to their rows (the rest get the first wave only).
     fn prefetch_rows<'k>(&self, keys: impl Iterator<Item = (TableId, &'k [u8])> + Clone) {
-        const WAVE: usize = 16;
+        const WAVE: usize = Tree::FIND_MANY;
         let db: &Shared = self.db;
         let pin = Pin(&self.guard);
-        let mut points = false;
         for (t, k) in keys.clone() {
             if let Ok(table) = db.tables.get(t) {
                 table.tree.prefetch(k, &pin);
-                points |= table.tree.has_point_index();
             }
         }
-        if !points {
-            return;
+        let mut first = [(TableId::new(0), &[][..]); WAVE];
+        let mut n = 0;
+        for (e, key) in first.iter_mut().zip(keys) {
+            (*e, n) = (key, n + 1);
         }
-        for (t, k) in keys.take(WAVE) {
-            let Ok(table) = db.tables.get(t) else {
-                continue;
-            };
-            if table.tree.has_point_index() {
-                if let Some(row) = table.tree.find(k, &pin) {
-                    granary_api::prefetch_for_write(row as *const u8, 1);
+        // Each run of keys of one table, found together.
+        let mut at = 0;
+        while at < n {
+            let t = first[at].0;
+            let end = at + first[at..n].iter().take_while(|e| e.0 == t).count();
+            if let Ok(table) = db.tables.get(t) {
+                let ks: [&[u8]; WAVE] =
+                    std::array::from_fn(|i| first.get(at + i).map_or(&[][..], |e| e.1));
+                let mut found = [None; WAVE];
+                table
+                    .tree
+                    .find_many(&ks[..end - at], &mut found[..end - at], &pin);
+                for row in found.iter().take(end - at).flatten() {
+                    granary_api::prefetch_for_write(*row as *const u8, 1);
                 }
             }
+            at = end;
         }
     }
 
