@@ -2334,6 +2334,25 @@ mod tests {
         s
     }
 
+    /// The `GRANARY_STRESS` multiplier of a stress test's length (1 if
+    /// unset: CI's setting).
+    fn stress() -> u64 {
+        std::env::var("GRANARY_STRESS")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(1)
+    }
+
+    /// Sets its flag when dropped: a stress test's writer stops its
+    /// readers however it ends (a failed check included).
+    struct SetOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+    impl Drop for SetOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// splitmix64: any seed (even 0) gives a good stream.
     fn next(s: &mut u64) -> u64 {
         *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -2801,10 +2820,7 @@ mod tests {
     #[test]
     fn gap_inserts_race_unlinks_in_a_deep_tree() {
         let base = seed("gap_inserts_race_unlinks_in_a_deep_tree");
-        let stress = std::env::var("GRANARY_STRESS")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(1);
+        let stress = stress();
         let blocks = 400u64; // of LEAF_WIDTH keys: 4,800 keys, 4 levels
         let w = LEAF_WIDTH as u64;
         let key = |i: u64| (10 * i).to_be_bytes();
@@ -2821,15 +2837,8 @@ mod tests {
         std::thread::scope(|s| {
             let (t, done, block) = (&t, &done, &block);
             s.spawn(move || {
-                // Stops the gap inserts however this thread ends (a failed
-                // check here included).
-                struct Done<'a>(&'a std::sync::atomic::AtomicBool);
-                impl Drop for Done<'_> {
-                    fn drop(&mut self) {
-                        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                }
-                let _done = Done(done);
+                // Stops the gap inserts however this thread ends.
+                let _done = SetOnDrop(done);
                 let mut rng = base;
                 for _ in 0..100_000 * stress {
                     let b = next(&mut rng) % blocks;
@@ -2902,10 +2911,7 @@ mod tests {
     #[test]
     fn find_many_races_splits_and_unlinks() {
         let base = seed("find_many_races_splits_and_unlinks");
-        let stress = std::env::var("GRANARY_STRESS")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(1);
+        let stress = stress();
         let blocks = 400u64;
         let w = LEAF_WIDTH as u64;
         let t = Tree::new();
@@ -2924,13 +2930,7 @@ mod tests {
         std::thread::scope(|s| {
             let (t, done) = (&t, &done);
             s.spawn(move || {
-                struct Done<'a>(&'a std::sync::atomic::AtomicBool);
-                impl Drop for Done<'_> {
-                    fn drop(&mut self) {
-                        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                }
-                let _done = Done(done);
+                let _done = SetOnDrop(done);
                 let mut rng = base;
                 for _ in 0..20_000 * stress {
                     let b = next(&mut rng) % blocks;
