@@ -345,7 +345,8 @@ pub struct Runner {
 }
 
 // SAFETY: the raw row pointers in `State` are empty between transactions
-// (a runner moves between threads only then), and rows are `Sync`.
+// (a runner moves between threads only then), and a row is read and
+// written only under its lock.
 unsafe impl Send for Runner {}
 
 /// A 2PL transaction in progress.
