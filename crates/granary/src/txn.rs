@@ -507,12 +507,20 @@ impl<'w> Transaction<'w> {
         }
         for chunk in keys.chunks(WAVE) {
             let mut found = [None; WAVE];
-            // Each run of keys of one table, found together.
+            // Each run of keys of one table, found together. Without a
+            // point index a run of one key is left to its lookup: its
+            // descent has nothing to overlap with, and a hint taken out of
+            // order (SmallBank's) would descend twice.
             let mut at = 0;
             while at < chunk.len() {
                 let t = chunk[at].0;
                 let end = at + chunk[at..].iter().take_while(|e| e.0 == t).count();
-                if let Ok(table) = self.shared.table(t) {
+                if let Some(table) = self
+                    .shared
+                    .table(t)
+                    .ok()
+                    .filter(|table| end - at > 1 || table.tree.has_point_index())
+                {
                     let ks: [&[u8]; WAVE] =
                         std::array::from_fn(|i| chunk.get(at + i).map_or(&[][..], |e| e.1));
                     table

@@ -1539,6 +1539,12 @@ impl Tx for Txn<'_> {
                             }
                         }
                     }
+                    // Without a point index a lone key is left to its
+                    // lookup (as Silo's `prefetch_many` does).
+                    if m < 2 && !table.tree.has_point_index() {
+                        at = end;
+                        continue;
+                    }
                     let mut found = [None; WAVE];
                     table.tree.find_many(&ks[..m], &mut found[..m], &pin);
                     for (&i, c) in which.iter().zip(found).take(m) {

@@ -701,7 +701,14 @@ impl Txn<'_> {
         while at < n {
             let t = first[at].0;
             let end = at + first[at..n].iter().take_while(|e| e.0 == t).count();
-            if let Ok(table) = db.tables.get(t) {
+            // Without a point index a lone key is left to its lookup (as
+            // Silo's `prefetch_many` does).
+            if let Some(table) = db
+                .tables
+                .get(t)
+                .ok()
+                .filter(|table| end - at > 1 || table.tree.has_point_index())
+            {
                 let ks: [&[u8]; WAVE] =
                     std::array::from_fn(|i| first.get(at + i).map_or(&[][..], |e| e.1));
                 let mut found = [None; WAVE];
