@@ -82,6 +82,22 @@ pub fn prefetch_for_write(p: *const u8, lines: usize) {
     let _ = (p, lines);
 }
 
+/// The runs of `keys` that name one table, in order, as index ranges: a
+/// design's `prefetch_many` looks each run up in its table's index at once
+/// (`Tree::find_many`).
+pub fn table_runs<'k>(
+    keys: &'k [(TableId, &[u8])],
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'k {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let t = keys.get(at)?.0;
+        let end = at + keys[at..].iter().take_while(|e| e.0 == t).count();
+        let run = at..end;
+        at = end;
+        Some(run)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +115,13 @@ mod tests {
         assert_eq!(h.take(b, b"key-two-long"), Some(2));
         h.clear();
         assert_eq!(h.take(a, b"k1"), None);
+    }
+
+    #[test]
+    fn runs_split_where_the_table_changes() {
+        let (a, b) = (TableId::new(0), TableId::new(1));
+        let keys: [(TableId, &[u8]); 5] = [(a, b"1"), (a, b"2"), (b, b"3"), (a, b"4"), (a, b"5")];
+        assert_eq!(table_runs(&keys).collect::<Vec<_>>(), [0..2, 2..3, 3..5]);
+        assert_eq!(table_runs(&[]).count(), 0);
     }
 }

@@ -511,13 +511,11 @@ impl<'w> Transaction<'w> {
             // point index a run of one key is left to its lookup: its
             // descent has nothing to overlap with, and a hint taken out of
             // order (SmallBank's) would descend twice.
-            let mut at = 0;
-            while at < chunk.len() {
-                let t = chunk[at].0;
-                let end = at + chunk[at..].iter().take_while(|e| e.0 == t).count();
+            for run in granary_api::table_runs(chunk) {
+                let (at, end) = (run.start, run.end);
                 if let Some(table) = self
                     .shared
-                    .table(t)
+                    .table(chunk[at].0)
                     .ok()
                     .filter(|table| end - at > 1 || table.tree.has_point_index())
                 {
@@ -527,7 +525,6 @@ impl<'w> Transaction<'w> {
                         .tree
                         .find_many(&ks[..end - at], &mut found[at..end], &pin);
                 }
-                at = end;
             }
             let mut recs = [std::ptr::null::<Record>(); WAVE];
             for ((r, f), &(t, k)) in recs.iter_mut().zip(found).zip(chunk) {

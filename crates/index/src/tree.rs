@@ -825,7 +825,7 @@ impl Tree {
                 let parent = unsafe { w.parent.as_ref() };
                 let moved = match parent {
                     // A root split leaves the old root covering only its
-                    // left half.
+                    // left half (Acquire: as the root load above).
                     None => !std::ptr::eq(self.root.load(Ordering::Acquire), w.node),
                     // The child could have split between reading the
                     // pointer and its version; a split changes the parent.

@@ -1525,37 +1525,32 @@ impl Tx for Txn<'_> {
             // Each run of keys of one table: the array's chains (their
             // lines on their way since the first loop), and the index's,
             // found together (`Tree::find_many`).
-            let mut at = 0;
-            while at < chunk.len() {
-                let t = chunk[at].0;
-                let end = at + chunk[at..].iter().take_while(|e| e.0 == t).count();
-                if let Ok(table) = db.tables.get(t) {
-                    let (mut which, mut ks, mut m) = ([0; WAVE], [&[][..]; WAVE], 0);
-                    for (i, &(_, k)) in chunk.iter().enumerate().take(end).skip(at) {
-                        match table.dense(k) {
-                            Some(c) => ps[i] = c as *const Chain as usize,
-                            None => {
-                                (which[m], ks[m], m) = (i, k, m + 1);
-                            }
-                        }
-                    }
-                    // Without a point index a lone key is left to its
-                    // lookup (as Silo's `prefetch_many` does).
-                    if m < 2 && !table.tree.has_point_index() {
-                        at = end;
-                        continue;
-                    }
-                    let mut found = [None; WAVE];
-                    table.tree.find_many(&ks[..m], &mut found[..m], &pin);
-                    for (&i, c) in which.iter().zip(found).take(m) {
-                        if let Some(c) = c {
-                            ps[i] = c as usize;
-                            crate::sync::prefetch(c as *const Chain);
-                            self.st.hints.push(t, chunk[i].1, c as usize);
-                        }
+            for run in granary_api::table_runs(chunk) {
+                let t = chunk[run.start].0;
+                let Ok(table) = db.tables.get(t) else {
+                    continue;
+                };
+                let (mut which, mut ks, mut m) = ([0; WAVE], [&[][..]; WAVE], 0);
+                for i in run {
+                    match table.dense(chunk[i].1) {
+                        Some(c) => ps[i] = c as *const Chain as usize,
+                        None => (which[m], ks[m], m) = (i, chunk[i].1, m + 1),
                     }
                 }
-                at = end;
+                // Without a point index a lone key is left to its lookup
+                // (as Silo's `prefetch_many` does).
+                if m < 2 && !table.tree.has_point_index() {
+                    continue;
+                }
+                let mut found = [None; WAVE];
+                table.tree.find_many(&ks[..m], &mut found[..m], &pin);
+                for (&i, c) in which.iter().zip(found).take(m) {
+                    if let Some(c) = c {
+                        ps[i] = c as usize;
+                        crate::sync::prefetch(c as *const Chain);
+                        self.st.hints.push(t, chunk[i].1, c as usize);
+                    }
+                }
             }
             for p in ps.iter_mut().filter(|p| **p != 0) {
                 // SAFETY: reachable from the tree while pinned (see

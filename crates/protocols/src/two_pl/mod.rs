@@ -697,15 +697,13 @@ impl Txn<'_> {
             (*e, n) = (key, n + 1);
         }
         // Each run of keys of one table, found together.
-        let mut at = 0;
-        while at < n {
-            let t = first[at].0;
-            let end = at + first[at..n].iter().take_while(|e| e.0 == t).count();
+        for run in granary_api::table_runs(&first[..n]) {
+            let (at, end) = (run.start, run.end);
             // Without a point index a lone key is left to its lookup (as
             // Silo's `prefetch_many` does).
             if let Some(table) = db
                 .tables
-                .get(t)
+                .get(first[at].0)
                 .ok()
                 .filter(|table| end - at > 1 || table.tree.has_point_index())
             {
@@ -719,7 +717,6 @@ impl Txn<'_> {
                     granary_api::prefetch_for_write(*row as *const u8, 1);
                 }
             }
-            at = end;
         }
     }
 
