@@ -71,7 +71,7 @@ use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::{retire_all, retire_box, Pin};
 use crate::scan::Batch;
 use crate::sync::Backoff;
-use crate::value::Tail;
+use crate::value::{Tail, Tight};
 
 /// Which isolation the store gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,12 +116,12 @@ struct Stamps {
 }
 
 /// A version: [`Stamps`] and the value's bytes right after them, in one
-/// allocation ([`Tail`]). A version of a value up to 32 bytes is one cache
+/// allocation ([`Tail`], [`Tight`]). A version of a value up to 36 bytes is one cache
 /// line; a longer one is one block, not a header and a second, dependent
 /// heap block (BOHM's 10RMW writes 1,000-byte values: two allocations and
 /// two frees per write were a quarter of its time). The value and its
 /// length are written only by the version's creator before it commits.
-type Version = Tail<Stamps>;
+type Version = Tail<Stamps, Tight>;
 
 /// A new version of `value` (`None`: a deletion) by `begin`, on `prev`.
 fn new_version(begin: u64, prev: *mut Version, value: Option<&[u8]>) -> *mut Version {

@@ -10,8 +10,8 @@
 //!   whatever the length (MVCC versions, Partitioned-Store and 2PL rows).
 
 use std::alloc::Layout;
-use std::cell::UnsafeCell;
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use smallvec::SmallVec;
 
@@ -20,55 +20,111 @@ pub(crate) type Value<const N: usize> = SmallVec<[u8; N]>;
 
 /// A header `H`, then a value's length and room, then the bytes; made by
 /// [`Tail::alloc`] and freed by [`Tail::free`]. It derefs to its header.
+///
+/// `R` says where the room is kept: [`u32`] stores it (a record that is
+/// overwritten in place with values of other lengths: 2PL and
+/// Partitioned-Store rows, BOHM's data); [`Tight`] keeps none and derives
+/// it from the length, the block being the fewest lines that hold the
+/// header and the value. That saves the 4 bytes that decide whether a
+/// value fits a line fewer: an MVCC version (24 bytes of stamps) holds
+/// up to 36 bytes in one line, 100 in two.
 #[repr(C)]
-pub(crate) struct Tail<H> {
+pub(crate) struct Tail<H, R: Room = u32> {
     head: H,
     /// The value's length, or [`ABSENT`]. Changed only by the one thread
-    /// that may write the record (its owner; see each design).
-    len: UnsafeCell<u32>,
-    /// The bytes allocated after the header.
-    cap: u32,
+    /// that may write the record (its owner; see each design); atomic
+    /// (relaxed) because a [`Tight`] tail's size is read from it by
+    /// others (prefetches), while an owner may overwrite the value with
+    /// one that keeps the size.
+    len: AtomicU32,
+    /// The room, or nothing ([`Tight`]). The value's bytes start right
+    /// after this field, which for a [`Tight`] tail may be inside the
+    /// struct's trailing padding (never read as part of a `Tail`).
+    room: R,
+}
+
+/// Where a [`Tail`] keeps the room after its header.
+pub(crate) trait Room: Copy {
+    /// The room is the fewest bytes that round the block up to whole
+    /// lines for the value's length: nothing is stored.
+    const TIGHT: bool;
+    fn new(cap: u32) -> Self;
+    fn get(self) -> u32;
+}
+
+impl Room for u32 {
+    const TIGHT: bool = false;
+    fn new(cap: u32) -> Self {
+        cap
+    }
+    fn get(self) -> u32 {
+        self
+    }
+}
+
+/// A [`Tail`] room that is not stored: see [`Tail`].
+#[derive(Clone, Copy)]
+pub(crate) struct Tight;
+
+impl Room for Tight {
+    const TIGHT: bool = true;
+    fn new(_: u32) -> Self {
+        Tight
+    }
+    fn get(self) -> u32 {
+        unreachable!("a tight tail's room is derived from its length")
+    }
 }
 
 /// `len` of a record without a value (a deletion).
 const ABSENT: u32 = u32::MAX;
 const _: () = assert!(granary_api::MAX_VALUE_BYTES < ABSENT as usize);
 
-impl<H> Deref for Tail<H> {
+impl<H, R: Room> Deref for Tail<H, R> {
     type Target = H;
     fn deref(&self) -> &H {
         &self.head
     }
 }
 
-impl<H> Tail<H> {
-    /// Where the bytes start (the header's size, a multiple of its
-    /// alignment, which is at most 8).
-    const BYTES: usize = std::mem::size_of::<Self>();
+impl<H, R: Room> Tail<H, R> {
+    /// Where the bytes start: the end of the fields (for a stored room,
+    /// the header's size, a multiple of its alignment, which is at most
+    /// 8; for a [`Tight`] one it may be 4 bytes short of it).
+    const BYTES: usize = std::mem::offset_of!(Self, room) + std::mem::size_of::<R>();
 
     fn layout(cap: u32) -> Layout {
         Layout::from_size_align(Self::BYTES + cap as usize, 64).expect("value sizes are bounded")
     }
 
+    /// The room for a value of `want` bytes: the rest of the block's last
+    /// line.
+    fn cap_for(want: usize) -> u32 {
+        let cap = ((Self::BYTES + want + 63) & !63) - Self::BYTES;
+        u32::try_from(cap).expect("value sizes are bounded")
+    }
+
     /// A record holding `value` (`None`: absent), with room for at least
-    /// `room` bytes, and at least a cache line in all.
+    /// `room` bytes (a [`Tight`] tail: for the value alone; `room` must
+    /// be 0), and at least a cache line in all.
     pub fn alloc(head: H, value: Option<&[u8]>, room: usize) -> *mut Self {
         const { assert!(std::mem::align_of::<H>() <= 8) };
+        debug_assert!(!R::TIGHT || room == 0, "a tight tail has no spare room");
         let len = value.map_or(0, <[u8]>::len);
         // The block is a whole number of cache lines: an allocator whose
         // size classes are multiples of 64 (mimalloc's are, from 128 up)
         // then hands out aligned blocks without padding them.
-        let cap = ((Self::BYTES + room.max(len) + 63) & !63) - Self::BYTES;
-        let cap = u32::try_from(cap).expect("value sizes are bounded");
+        let cap = Self::cap_for(room.max(len));
         let layout = Self::layout(cap);
         let p = pool::alloc(layout) as *mut Self;
         // SAFETY: freshly allocated, large enough for the header and `len`
-        // bytes after it.
+        // bytes after it; the bytes are written after the fields, so the
+        // header's write does not clobber them.
         unsafe {
             p.write(Tail {
                 head,
-                len: UnsafeCell::new(value.map_or(ABSENT, |_| len as u32)),
-                cap,
+                len: AtomicU32::new(value.map_or(ABSENT, |_| len as u32)),
+                room: R::new(cap),
             });
             if let Some(v) = value {
                 std::ptr::copy_nonoverlapping(v.as_ptr(), Self::bytes(p), len);
@@ -85,7 +141,7 @@ impl<H> Tail<H> {
     pub unsafe fn free(p: *mut Self) {
         // SAFETY: the caller's contract; allocated with this layout.
         unsafe {
-            let layout = Self::layout((*p).cap);
+            let layout = Self::layout((*p).room() as u32);
             std::ptr::drop_in_place(p);
             pool::free(p as *mut u8, layout);
         }
@@ -115,7 +171,7 @@ impl<H> Tail<H> {
             return unsafe { Self::free(p) };
         }
         // SAFETY: the caller's contract; a header without drop glue, and
-        // the layout `alloc` used (`footprint` is `BYTES + cap`).
+        // the layout `alloc` used (`footprint` is `BYTES + room`).
         unsafe {
             pool::free(
                 p as *mut u8,
@@ -124,14 +180,20 @@ impl<H> Tail<H> {
         };
     }
 
-    /// The bytes the record has room for.
+    /// The bytes the record has room for. Constant for the record's life
+    /// (a [`Tight`] tail is overwritten only with values that keep it).
     pub fn room(&self) -> usize {
-        self.cap as usize
+        if R::TIGHT {
+            let len = self.len.load(Ordering::Relaxed);
+            Self::cap_for(if len == ABSENT { 0 } else { len as usize }) as usize
+        } else {
+            self.room.get() as usize
+        }
     }
 
     /// The record's bytes in all: its header and its room.
     pub fn footprint(&self) -> usize {
-        Self::BYTES + self.cap as usize
+        Self::BYTES + self.room()
     }
 
     fn bytes(p: *const Self) -> *mut u8 {
@@ -143,11 +205,10 @@ impl<H> Tail<H> {
     /// # Safety
     /// No one writes it meanwhile.
     pub unsafe fn value(&self) -> Option<&[u8]> {
+        let len = self.len.load(Ordering::Relaxed);
         // SAFETY: the caller's contract; `len` bytes follow the header.
-        unsafe {
-            let len = *self.len.get();
-            (len != ABSENT).then(|| std::slice::from_raw_parts(Self::bytes(self), len as usize))
-        }
+        (len != ABSENT)
+            .then(|| unsafe { std::slice::from_raw_parts(Self::bytes(self), len as usize) })
     }
 
     /// The value, to change in place.
@@ -157,33 +218,31 @@ impl<H> Tail<H> {
     /// reference to its bytes.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn value_mut(&self) -> Option<&mut [u8]> {
+        let len = self.len.load(Ordering::Relaxed);
         // SAFETY: the caller's contract.
-        unsafe {
-            let len = *self.len.get();
-            (len != ABSENT).then(|| std::slice::from_raw_parts_mut(Self::bytes(self), len as usize))
-        }
+        (len != ABSENT)
+            .then(|| unsafe { std::slice::from_raw_parts_mut(Self::bytes(self), len as usize) })
     }
 
-    /// Overwrite the value if it fits in the record's room; `false` if it
-    /// does not (the caller makes a larger record).
+    /// Overwrite the value if it fits in the record's room (a [`Tight`]
+    /// tail: if it needs the same number of lines); `false` if it does
+    /// not (the caller makes a record of the right size).
     ///
     /// # Safety
     /// As [`Tail::value_mut`].
     pub unsafe fn overwrite(&self, value: Option<&[u8]>) -> bool {
-        match value {
-            Some(v) if v.len() > self.cap as usize => false,
-            // SAFETY: the caller's contract; `v` fits.
-            Some(v) => unsafe {
-                std::ptr::copy_nonoverlapping(v.as_ptr(), Self::bytes(self), v.len());
-                *self.len.get() = v.len() as u32;
-                true
-            },
-            // SAFETY: the caller's contract.
-            None => unsafe {
-                *self.len.get() = ABSENT;
-                true
-            },
+        let room = self.room();
+        let want = value.map_or(0, <[u8]>::len);
+        if want > room || (R::TIGHT && Self::cap_for(want) as usize != room) {
+            return false;
         }
+        if let Some(v) = value {
+            // SAFETY: the caller's contract; `v` fits.
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), Self::bytes(self), v.len()) };
+        }
+        self.len
+            .store(value.map_or(ABSENT, |v| v.len() as u32), Ordering::Relaxed);
+        true
     }
 }
 
@@ -470,14 +529,14 @@ mod tests {
 
     #[test]
     fn tails_hold_any_length_in_one_block() {
-        let short = Tail::alloc(7u64, Some(b"abc"), 0);
-        let long = Tail::alloc((), Some(&[5; 1000]), 0);
-        let gone = Tail::alloc(1u8, None, 0);
+        let short = Tail::<_>::alloc(7u64, Some(b"abc"), 0);
+        let long = Tail::<_>::alloc((), Some(&[5; 1000]), 0);
+        let gone = Tail::<_>::alloc(1u8, None, 0);
         // SAFETY: ours alone; each freed once.
         unsafe {
             assert_eq!(**short, 7);
             assert_eq!((*short).value(), Some(&b"abc"[..]));
-            assert_eq!((*short).cap, 48, "one cache line in all");
+            assert_eq!((*short).room(), 48, "one cache line in all");
             assert!((*short).overwrite(Some(&[1; 48])));
             assert!(!(*short).overwrite(Some(&[1; 49])), "no room");
             (*short).value_mut().unwrap()[0] = 2;
@@ -494,8 +553,38 @@ mod tests {
     }
 
     #[test]
+    fn tight_tails_derive_their_room_and_keep_their_size() {
+        type T = Tail<[u64; 3], Tight>;
+        assert_eq!(T::BYTES, 28, "no room stored: 4 bytes into the padding");
+        let two = T::alloc([1, 2, 3], Some(&[7; 100]), 0);
+        let one = T::alloc([4, 5, 6], None, 0);
+        // SAFETY: ours alone; each freed once.
+        unsafe {
+            assert_eq!((*two).footprint(), 128, "28 + 100 bytes: two lines");
+            assert_eq!((*one).footprint(), 64);
+            assert_eq!(**two, [1, 2, 3], "the value does not clobber the header");
+            assert_eq!((*two).value(), Some(&[7; 100][..]));
+            assert!((*two).overwrite(Some(&[8; 37])), "still two lines");
+            assert_eq!((*two).footprint(), 128);
+            assert!(
+                !(*two).overwrite(Some(&[8; 36])),
+                "one line: a smaller block"
+            );
+            assert!(!(*two).overwrite(Some(&[8; 101])), "three lines");
+            assert!(!(*two).overwrite(None), "a deletion takes one line");
+            assert!((*one).overwrite(Some(&[9; 36])));
+            assert_eq!((*one).value(), Some(&[9; 36][..]));
+            assert!((*one).overwrite(None));
+            let t = T::tagged(two);
+            assert_eq!(t & 63, 2);
+            T::free_tagged(t);
+            T::free(one);
+        }
+    }
+
+    #[test]
     fn freed_blocks_are_reused_and_tags_carry_the_size() {
-        let a = Tail::alloc(3u64, Some(&[1; 1000]), 0);
+        let a = Tail::<_>::alloc(3u64, Some(&[1; 1000]), 0);
         // SAFETY: ours alone; freed once.
         let t = unsafe { Tail::tagged(a) };
         assert_eq!(t & !63, a as usize);
@@ -508,9 +597,9 @@ mod tests {
         unsafe { Tail::<u64>::free_tagged(t) };
         // The thread keeps the block and hands it out again, for the same
         // size only.
-        let small = Tail::alloc(3u64, Some(&[2; 8]), 0);
+        let small = Tail::<_>::alloc(3u64, Some(&[2; 8]), 0);
         assert_ne!(small, a);
-        let b = Tail::alloc(4u64, Some(&[3; 1000]), 0);
+        let b = Tail::<_>::alloc(4u64, Some(&[3; 1000]), 0);
         assert_eq!(b, a);
         // SAFETY: ours alone; each freed once (a plain address is a
         // valid tag).
@@ -534,7 +623,7 @@ mod tests {
         // general allocator would hand its freed blocks back to it alone.
         let a = std::thread::spawn(move || {
             let blocks: Vec<_> = (0..n)
-                .map(|_| Tail::alloc(0u64, Some(&[1; VALUE]), 0))
+                .map(|_| Tail::<_>::alloc(0u64, Some(&[1; VALUE]), 0))
                 .collect();
             let set: std::collections::HashSet<usize> =
                 blocks.iter().map(|&b| b as usize).collect();
@@ -546,7 +635,7 @@ mod tests {
             wait.recv().unwrap();
         });
         let freed = rx.recv().unwrap();
-        let taken = std::thread::spawn(|| Tail::alloc(0u64, Some(&[2; VALUE]), 0) as usize)
+        let taken = std::thread::spawn(|| Tail::<_>::alloc(0u64, Some(&[2; VALUE]), 0) as usize)
             .join()
             .unwrap();
         done.send(()).unwrap();
@@ -567,7 +656,7 @@ mod tests {
     fn blocks_of_odd_sizes_are_carved_and_reused() {
         const VALUE: usize = 27 * 64 - 8;
         let blocks: Vec<_> = (0..100)
-            .map(|i| Tail::alloc((), Some(&[i as u8; VALUE]), 0))
+            .map(|i| Tail::<_>::alloc((), Some(&[i as u8; VALUE]), 0))
             .collect();
         let adjacent = blocks
             .windows(2)
@@ -584,7 +673,7 @@ mod tests {
             // SAFETY: ours alone; each freed once.
             unsafe { Tail::free(b) };
         }
-        let again = Tail::alloc((), Some(&[1; VALUE]), 0);
+        let again = Tail::<_>::alloc((), Some(&[1; VALUE]), 0);
         assert_eq!(again, last, "the last freed comes back first");
         // SAFETY: ours alone; freed once.
         unsafe { Tail::free(again) };

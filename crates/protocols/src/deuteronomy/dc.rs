@@ -162,7 +162,7 @@ impl DataComponent for MemoryDc {
             let (tree, k) = (self.tree(op.table)?, op.key);
             let old = match op.value {
                 Some(v) => {
-                    let e = Tail::alloc(op.lsn, Some(v), 0);
+                    let e = Entry::alloc(op.lsn, Some(v), 0);
                     tree.upsert(k, e as u64, &mut Pin(&g)).0
                 }
                 None => tree.remove(k, &mut Pin(&g)).map(|(v, _)| v),
