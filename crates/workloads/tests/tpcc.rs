@@ -71,7 +71,13 @@ fn variants_keep_consistency() {
     let mut d = TpccConfig::new(1);
     d.mix = Mix::NewOrderStockLevel;
     d.snapshot_stock_level = true;
-    for cfg in [a, b, c, d] {
+    // STOCK split as Silo's tpcc.cc splits it, under the standard mix and
+    // with stock-level half the time.
+    let mut e = TpccConfig::new(2);
+    e.split_stock = true;
+    let mut f = d.clone();
+    f.split_stock = true;
+    for cfg in [a, b, c, d, e, f] {
         let db = db();
         let label = format!("{cfg:?}");
         let mut w = Tpcc::new(cfg).expect("config");
@@ -152,20 +158,23 @@ fn scaled_down_keeps_consistency() {
 #[test]
 fn load_progress_reaches_the_announced_total() {
     use std::sync::Mutex;
-    let db = db();
-    let mut c = TpccConfig::new(3);
-    c.scale_down = 10;
-    let mut w = Tpcc::new(c).expect("config");
-    let calls = Mutex::new(Vec::new());
-    w.load(&db, &|done, total| {
-        calls.lock().unwrap().push((done, total))
-    })
-    .expect("load");
-    let calls = calls.into_inner().unwrap();
-    let total = calls.first().expect("progress reported").1;
-    assert!(calls.iter().all(|&(_, t)| t == total), "total changed");
-    let done = calls.iter().map(|&(d, _)| d).max().unwrap();
-    assert_eq!(done, total);
+    for split in [false, true] {
+        let db = db();
+        let mut c = TpccConfig::new(3);
+        c.scale_down = 10;
+        c.split_stock = split;
+        let mut w = Tpcc::new(c).expect("config");
+        let calls = Mutex::new(Vec::new());
+        w.load(&db, &|done, total| {
+            calls.lock().unwrap().push((done, total))
+        })
+        .expect("load");
+        let calls = calls.into_inner().unwrap();
+        let total = calls.first().expect("progress reported").1;
+        assert!(calls.iter().all(|&(_, t)| t == total), "total changed");
+        let done = calls.iter().map(|&(d, _)| d).max().unwrap();
+        assert_eq!(done, total, "split_stock {split}");
+    }
 }
 
 /// `open_or_load` on a durable directory: a partial load (rows without
@@ -236,10 +245,18 @@ fn durable_open_or_load_reloads_partial_and_resumes_complete() {
         assert_eq!(w.verify(&db).expect("verify"), Vec::<String>::new());
         run_briefly(&w, &db);
     }
-    // A different scale is refused.
+    // A different scale is refused, and so is the other STOCK layout
+    // (rather than emptied and loaded afresh).
     let db = Database::open(&dir, opts()).expect("open");
     let mut w = Tpcc::new(TpccConfig::new(1)).expect("config");
     assert!(w.open_or_load(&db, &|_, _| {}).is_err());
+    let mut split = cfg();
+    split.split_stock = true;
+    let mut w = Tpcc::new(split).expect("config");
+    let e = w.open_or_load(&db, &|_, _| {}).expect_err("other layout");
+    assert!(e.to_string().contains("--split-stock"), "{e}");
+    let mut w = Tpcc::new(cfg()).expect("config");
+    assert!(!w.open_or_load(&db, &|_, _| {}).expect("open"), "reloaded");
     drop(db);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,22 +40,23 @@ impl Tpcc {
     ///
     /// # Errors
     /// An engine error, or [`Error::InvalidOption`] if the recorded load
-    /// has a different warehouse count or scale.
+    /// has a different warehouse count, scale or STOCK layout
+    /// ([`super::TpccConfig::split_stock`]).
     pub fn attach<E: Engine>(&mut self, db: &E) -> Result<bool, Error> {
-        let (Ok(meta), Ok(t)) = (
-            db.table(META_TABLE),
-            load::make_tables(|name, _| db.table(name)),
-        ) else {
+        let Ok(meta) = db.table(META_TABLE) else {
             return Ok(false);
         };
         let mut w = db.runner()?;
         let marker =
             run_until_committed(&mut w, |tx| Ok(tx.get(meta, LOADED)?.map(<[u8]>::to_vec)))?;
         let Some(v) = marker else { return Ok(false) };
-        let (w, scale) = match (v.get(..4), v.get(4..8), v.len()) {
-            (Some(a), Some(b), 8) => (
+        // Warehouses, scale, then a byte 1 if STOCK is split (absent
+        // before the split existed: not split).
+        let (w, scale, split) = match (v.get(..4), v.get(4..8), v.get(8..)) {
+            (Some(a), Some(b), Some([] | [0] | [1])) => (
                 u32::from_be_bytes(a.try_into().expect("4 bytes")),
                 u32::from_be_bytes(b.try_into().expect("4 bytes")),
+                v.get(8) == Some(&1),
             ),
             _ => return Err(Error::InvalidOption("tpcc: bad load marker".into())),
         };
@@ -66,6 +67,17 @@ impl Tpcc {
                 self.cfg.warehouses, self.cfg.scale_down
             )));
         }
+        if split != self.cfg.split_stock {
+            let how = |s: bool| if s { "split" } else { "not split" };
+            return Err(Error::InvalidOption(format!(
+                "tpcc: the database's STOCK is {}, configured {} (--split-stock)",
+                how(split),
+                how(self.cfg.split_stock)
+            )));
+        }
+        let Ok(t) = load::make_tables(split, |name, _| db.table(name)) else {
+            return Ok(false);
+        };
         self.resume(db, &t)?;
         self.tables = Some(t);
         Ok(true)
@@ -88,7 +100,7 @@ impl Tpcc {
             return Ok(false);
         }
         let meta = db.open_table(META_TABLE)?;
-        let t = load::make_tables(|name, o| db.open_table_with(name, o))?;
+        let t = load::make_tables(self.cfg.split_stock, |name, o| db.open_table_with(name, o))?;
         let mut w = db.runner()?;
         for table in all(&t) {
             clear(&mut w, table)?;
@@ -96,6 +108,9 @@ impl Tpcc {
         load::load(self, db, &t, 0x7bcc, progress)?;
         let mut marker = self.cfg.warehouses.to_be_bytes().to_vec();
         marker.extend_from_slice(&self.cfg.scale_down.to_be_bytes());
+        if self.cfg.split_stock {
+            marker.push(1);
+        }
         run_until_committed(&mut w, |tx| tx.put(meta, LOADED, &marker))?;
         self.resume(db, &t)?;
         self.tables = Some(t);
@@ -155,7 +170,7 @@ impl Tpcc {
     }
 }
 
-fn all(t: &Tables) -> [TableId; 11] {
+fn all(t: &Tables) -> impl Iterator<Item = TableId> {
     [
         t.warehouse,
         t.district,
@@ -169,6 +184,8 @@ fn all(t: &Tables) -> [TableId; 11] {
         t.item,
         t.stock,
     ]
+    .into_iter()
+    .chain(t.stock_data)
 }
 
 /// Delete every row of `t`.

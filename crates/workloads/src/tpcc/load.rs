@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use granary_api::{Declared, Engine, Error, TableOptions, Tx, TxRunner};
 
 use super::rows::{
-    key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str, Warehouse,
+    key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, StockData, StockHot,
+    Str, Warehouse,
 };
 use super::{
     astring, last_name, now, nstring, nurand, uniform, Tables, Tpcc, TpccConfig, C_LAST_LOAD,
@@ -94,25 +95,28 @@ impl<R: TxRunner> Batch<'_, R> {
 
 /// What loading `c` reports progress in: every row but the order lines
 /// (5 to 15 per order, drawn at random), so that the total announced is
-/// the count reached. Per warehouse: itself, a stock row per item, and per
-/// district itself, three rows per customer (customer, name index,
-/// history) and per order two (order, customer index) plus a new-order row
-/// for each undelivered one. Plus the items.
+/// the count reached. Per warehouse: itself, a stock row per item (two
+/// when STOCK is split), and per district itself, three rows per customer
+/// (customer, name index, history) and per order two (order, customer
+/// index) plus a new-order row for each undelivered one. Plus the items.
 pub(super) fn progress_total(c: &TpccConfig) -> u64 {
     let (items, orders) = (c.items() as u64, c.orders() as u64);
     let undelivered = orders + 1 - c.first_undelivered() as u64;
     let per_d = 1 + c.customers() as u64 * 3 + orders * 2 + undelivered;
-    items + c.warehouses as u64 * (1 + items + DISTRICTS as u64 * per_d)
+    let stock = items * if c.split_stock { 2 } else { 1 };
+    items + c.warehouses as u64 * (1 + stock + DISTRICTS as u64 * per_d)
 }
 
-pub(super) fn create_tables<E: Engine>(e: &E) -> Result<Tables, Error> {
-    make_tables(|name, o| e.create_table_with(name, o))
+pub(super) fn create_tables<E: Engine>(e: &E, split_stock: bool) -> Result<Tables, Error> {
+    make_tables(split_stock, |name, o| e.create_table_with(name, o))
 }
 
-/// The tables, each made by `f(name, options)`. Warehouse, district,
-/// customer, item and stock rows are read and updated by key; the others
-/// are inserted all run and scanned, so they take no point index.
+/// The tables, each made by `f(name, options)` (`stock_data` too if
+/// `split_stock`). Warehouse, district, customer, item and stock rows are
+/// read and updated by key; the others are inserted all run and scanned,
+/// so they take no point index.
 pub(super) fn make_tables(
+    split_stock: bool,
     mut f: impl FnMut(&str, TableOptions) -> Result<granary_api::TableId, Error>,
 ) -> Result<Tables, Error> {
     let (point, plain) = (TableOptions::point_lookups(), TableOptions::default());
@@ -128,6 +132,7 @@ pub(super) fn make_tables(
         order_line: f("order_line", plain)?,
         item: f("item", point)?,
         stock: f("stock", point)?,
+        stock_data: split_stock.then(|| f("stock_data", point)).transpose()?,
     })
 }
 
@@ -263,8 +268,23 @@ fn load_warehouse<R: TxRunner>(
         }
         data_field(rng, 26, 50, &mut s);
         st.data = Str::new(&s);
-        st.encode(&mut v);
-        b.add(t.stock, &key::stock(w, i), &v)?;
+        if let Some(sd) = t.stock_data {
+            StockHot {
+                quantity: st.quantity,
+                ..StockHot::default()
+            }
+            .encode(&mut v);
+            b.add(t.stock, &key::stock(w, i), &v)?;
+            StockData {
+                dist: st.dist,
+                data: st.data,
+            }
+            .encode(&mut v);
+            b.add(sd, &key::stock(w, i), &v)?;
+        } else {
+            st.encode(&mut v);
+            b.add(t.stock, &key::stock(w, i), &v)?;
+        }
     }
 
     let since = now();

@@ -252,9 +252,52 @@ row!(
     }
 );
 
+row!(
+    /// STOCK's updated columns, when STOCK is split as Silo's `tpcc.cc`
+    /// splits it ([`super::TpccConfig::split_stock`]): new-order changes
+    /// these and only reads the rest ([`StockData`]), so a write (and its
+    /// log record) is 20 bytes, not the whole row. S_QUANTITY is first, as
+    /// in [`Stock`], so [`Stock::quantity_of`] reads either.
+    StockHot {
+        quantity: u32,
+        ytd: u64,
+        order_cnt: u32,
+        remote_cnt: u32,
+    }
+);
+
+row!(
+    /// STOCK's columns that new-order only reads (S_DIST_xx, S_DATA), in
+    /// their own table when STOCK is split.
+    StockData {
+        dist: [Str<24>; 10],
+        data: Str<50>,
+    }
+);
+
+impl StockData {
+    /// The bytes [`StockData::dist_of`] needs for district `d` (1-based):
+    /// S_DIST_xx come first, each a 2-byte length and 24 bytes.
+    pub fn dist_bytes(d: u8) -> usize {
+        d as usize * (2 + 24)
+    }
+
+    /// S_DIST_`d` alone, without decoding the row: new-order needs nothing
+    /// else of it.
+    ///
+    /// # Errors
+    /// A user error if the bytes are too short to hold it.
+    pub fn dist_of(b: &[u8], d: u8) -> Result<Str<24>, TxError> {
+        let at = Self::dist_bytes(d.saturating_sub(1));
+        b.get(at..)
+            .and_then(|mut b| Str::<24>::get(&mut b))
+            .ok_or_else(|| corrupt("StockData"))
+    }
+}
+
 impl Stock {
     /// The bytes [`Stock::quantity_of`] needs: S_QUANTITY is the first
-    /// field.
+    /// field (of [`StockHot`] too).
     pub const QUANTITY_BYTES: usize = std::mem::size_of::<u32>();
 
     /// S_QUANTITY alone (the first field), without decoding the row:
@@ -423,6 +466,22 @@ mod tests {
         assert_eq!(back, s);
         assert_eq!(back.dist[3].as_bytes(), b"abcdefghijklmnopqrstuvwx");
         assert!(Stock::decode(&buf[..buf.len() - 1]).is_err());
+        let hot = StockHot {
+            quantity: 17,
+            ytd: 3,
+            order_cnt: 2,
+            remote_cnt: 1,
+        };
+        hot.encode(&mut buf);
+        assert_eq!(buf.len(), 20, "a split stock write is 20 bytes");
+        assert_eq!(Stock::quantity_of(&buf).unwrap(), 17);
+        assert_eq!(StockHot::decode(&buf).unwrap(), hot);
+        let mut data = StockData::default();
+        data.dist[6] = Str::new(b"seventh");
+        data.encode(&mut buf);
+        let d7 = &buf[..StockData::dist_bytes(7)];
+        assert_eq!(StockData::dist_of(d7, 7).unwrap().as_bytes(), b"seventh");
+        assert!(StockData::dist_of(&d7[..d7.len() - 1], 7).is_err());
         let c = Customer::default();
         c.encode(&mut buf);
         assert!(buf.len() > 600, "full-width customer row: {}", buf.len());

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use granary_api::{Body, Declared, Engine, Error, Procedure, ReadOnly, Tx, TxError, TxRunner};
 
 use super::rows::{
-    corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, Str,
-    Warehouse,
+    corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, StockData,
+    StockHot, Str, Warehouse,
 };
 use super::{
     last_name_str, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID,
@@ -19,6 +19,27 @@ use crate::driver::{Exec, Workload};
 use crate::rng::Rng;
 
 /// Read and decode a row that must exist.
+/// New-order's change to a stock row's S_QUANTITY, S_YTD, S_ORDER_CNT
+/// and S_REMOTE_CNT for `q` items (clause 2.4.2.2), `remote` if supplied
+/// by another warehouse.
+fn stock_update(
+    (quantity, ytd, orders, remotes): (u32, u64, u32, u32),
+    q: u32,
+    remote: bool,
+) -> (u32, u64, u32, u32) {
+    let quantity = if quantity >= q + 10 {
+        quantity - q
+    } else {
+        quantity + 91 - q
+    };
+    (
+        quantity,
+        ytd + q as u64,
+        orders + 1,
+        remotes + remote as u32,
+    )
+}
+
 fn get_row<T: Tx, R>(
     tx: &mut T,
     t: granary_api::TableId,
@@ -268,21 +289,33 @@ impl TpccTxn {
             };
             let item = Item::decode(iv)?;
             let sk = key::stock(supply, i);
-            let mut st = get_row(tx, t.stock, &sk, Stock::decode, "stock")?;
             let q = qty as u32;
-            st.quantity = if st.quantity >= q + 10 {
-                st.quantity - q
+            let dist_info = if let Some(sd) = t.stock_data {
+                // Split as Silo's tpcc.cc splits it: the 20 bytes that
+                // change are written; S_DIST_xx is read from the rest.
+                let mut st = get_row(tx, t.stock, &sk, StockHot::decode, "stock")?;
+                (st.quantity, st.ytd, st.order_cnt, st.remote_cnt) = stock_update(
+                    (st.quantity, st.ytd, st.order_cnt, st.remote_cnt),
+                    q,
+                    supply != w,
+                );
+                st.encode(buf);
+                tx.put(t.stock, &sk, buf)?;
+                match tx.read_prefix(sd, &sk, StockData::dist_bytes(d))? {
+                    Some(v) => StockData::dist_of(v, d)?,
+                    None => return Err(corrupt("stock_data")),
+                }
             } else {
-                st.quantity + 91 - q
+                let mut st = get_row(tx, t.stock, &sk, Stock::decode, "stock")?;
+                (st.quantity, st.ytd, st.order_cnt, st.remote_cnt) = stock_update(
+                    (st.quantity, st.ytd, st.order_cnt, st.remote_cnt),
+                    q,
+                    supply != w,
+                );
+                st.encode(buf);
+                tx.put(t.stock, &sk, buf)?;
+                st.dist[d as usize - 1]
             };
-            st.ytd += q as u64;
-            st.order_cnt += 1;
-            if supply != w {
-                st.remote_cnt += 1;
-            }
-            let dist_info = st.dist[d as usize - 1];
-            st.encode(buf);
-            tx.put(t.stock, &sk, buf)?;
             let amount = q as i64 * item.price;
             total += amount;
             OrderLine {
@@ -782,6 +815,9 @@ impl Tpcc {
                 for (n, &(i, supply, _)) in body.items.iter().enumerate() {
                     d.read(t.item, &key::item(i));
                     d.write(t.stock, &key::stock(supply, i));
+                    if let Some(sd) = t.stock_data {
+                        d.read(sd, &key::stock(supply, i));
+                    }
                     d.write(t.order_line, &key::order_line(w, dn, o, n as u8 + 1));
                 }
             }
@@ -950,7 +986,7 @@ impl Workload for Tpcc {
         engine: &E,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), Error> {
-        let t = load::create_tables(engine)?;
+        let t = load::create_tables(engine, self.cfg.split_stock)?;
         load::load(self, engine, &t, 0x7bcc, progress)?;
         self.tables = Some(t);
         Ok(())
