@@ -275,6 +275,28 @@ row!(
     }
 );
 
+/// `order(q, remote)` on the rows with S_QUANTITY, S_YTD, S_ORDER_CNT and
+/// S_REMOTE_CNT: new-order's change for `q` items (clause 2.4.2.2),
+/// `remote` if another warehouse supplies them.
+macro_rules! order_stock {
+    ($($row:ty),*) => {$(
+        impl $row {
+            /// Order `q` items from this stock (clause 2.4.2.2).
+            pub fn order(&mut self, q: u32, remote: bool) {
+                self.quantity = if self.quantity >= q + 10 {
+                    self.quantity - q
+                } else {
+                    self.quantity + 91 - q
+                };
+                self.ytd += q as u64;
+                self.order_cnt += 1;
+                self.remote_cnt += remote as u32;
+            }
+        }
+    )*};
+}
+order_stock!(Stock, StockHot);
+
 impl StockData {
     /// The bytes [`StockData::dist_of`] needs for district `d` (1-based):
     /// S_DIST_xx come first, each a 2-byte length and 24 bytes.

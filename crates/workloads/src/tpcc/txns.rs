@@ -19,27 +19,6 @@ use crate::driver::{Exec, Workload};
 use crate::rng::Rng;
 
 /// Read and decode a row that must exist.
-/// New-order's change to a stock row's S_QUANTITY, S_YTD, S_ORDER_CNT
-/// and S_REMOTE_CNT for `q` items (clause 2.4.2.2), `remote` if supplied
-/// by another warehouse.
-fn stock_update(
-    (quantity, ytd, orders, remotes): (u32, u64, u32, u32),
-    q: u32,
-    remote: bool,
-) -> (u32, u64, u32, u32) {
-    let quantity = if quantity >= q + 10 {
-        quantity - q
-    } else {
-        quantity + 91 - q
-    };
-    (
-        quantity,
-        ytd + q as u64,
-        orders + 1,
-        remotes + remote as u32,
-    )
-}
-
 fn get_row<T: Tx, R>(
     tx: &mut T,
     t: granary_api::TableId,
@@ -290,15 +269,12 @@ impl TpccTxn {
             let item = Item::decode(iv)?;
             let sk = key::stock(supply, i);
             let q = qty as u32;
+            let remote = supply != w;
             let dist_info = if let Some(sd) = t.stock_data {
                 // Split as Silo's tpcc.cc splits it: the 20 bytes that
                 // change are written; S_DIST_xx is read from the rest.
                 let mut st = get_row(tx, t.stock, &sk, StockHot::decode, "stock")?;
-                (st.quantity, st.ytd, st.order_cnt, st.remote_cnt) = stock_update(
-                    (st.quantity, st.ytd, st.order_cnt, st.remote_cnt),
-                    q,
-                    supply != w,
-                );
+                st.order(q, remote);
                 st.encode(buf);
                 tx.put(t.stock, &sk, buf)?;
                 match tx.read_prefix(sd, &sk, StockData::dist_bytes(d))? {
@@ -307,11 +283,7 @@ impl TpccTxn {
                 }
             } else {
                 let mut st = get_row(tx, t.stock, &sk, Stock::decode, "stock")?;
-                (st.quantity, st.ytd, st.order_cnt, st.remote_cnt) = stock_update(
-                    (st.quantity, st.ytd, st.order_cnt, st.remote_cnt),
-                    q,
-                    supply != w,
-                );
+                st.order(q, remote);
                 st.encode(buf);
                 tx.put(t.stock, &sk, buf)?;
                 st.dist[d as usize - 1]
