@@ -49,7 +49,8 @@ pub(crate) trait Room: Copy {
     /// lines for the value's length: nothing is stored.
     const TIGHT: bool;
     fn new(cap: u32) -> Self;
-    fn get(self) -> u32;
+    /// The stored room (`None`: derived).
+    fn get(self) -> Option<u32>;
 }
 
 impl Room for u32 {
@@ -57,8 +58,8 @@ impl Room for u32 {
     fn new(cap: u32) -> Self {
         cap
     }
-    fn get(self) -> u32 {
-        self
+    fn get(self) -> Option<u32> {
+        Some(self)
     }
 }
 
@@ -71,8 +72,8 @@ impl Room for Tight {
     fn new(_: u32) -> Self {
         Tight
     }
-    fn get(self) -> u32 {
-        unreachable!("a tight tail's room is derived from its length")
+    fn get(self) -> Option<u32> {
+        None
     }
 }
 
@@ -183,12 +184,11 @@ impl<H, R: Room> Tail<H, R> {
     /// The bytes the record has room for. Constant for the record's life
     /// (a [`Tight`] tail is overwritten only with values that keep it).
     pub fn room(&self) -> usize {
-        if R::TIGHT {
+        let derived = || {
             let len = self.len.load(Ordering::Relaxed);
-            Self::cap_for(if len == ABSENT { 0 } else { len as usize }) as usize
-        } else {
-            self.room.get() as usize
-        }
+            Self::cap_for(if len == ABSENT { 0 } else { len as usize })
+        };
+        self.room.get().unwrap_or_else(derived) as usize
     }
 
     /// The record's bytes in all: its header and its room.
