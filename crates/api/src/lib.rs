@@ -65,7 +65,10 @@ pub use interactive::{Interactive, InteractiveTx};
 pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;
 pub use stats::{ns_per_tick, ticks, ticks_in, Profile, Stamp, Stats};
-pub use tx::{Declared, Engine, PartitionRule, Partitioning, ReadOnly, TableOptions, Tx, TxRunner};
+pub use tx::{
+    field_within, Declared, Engine, PartitionRule, Partitioning, ReadOnly, TableOptions, Tx,
+    TxRunner,
+};
 
 /// The longest key every design accepts, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;

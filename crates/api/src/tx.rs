@@ -72,6 +72,15 @@ pub trait Tx {
         }
     }
 
+    /// As [`Tx::prefetch_many`], for a caller that will touch only the
+    /// first `max_bytes` of each value (a [`Tx::update_field`] of a
+    /// leading field, a [`Tx::get_prefix`]): a design may fetch only
+    /// those lines of each record. The default is [`Tx::prefetch_many`].
+    fn prefetch_prefix_many(&mut self, keys: &[(TableId, &[u8])], max_bytes: usize) {
+        let _ = max_bytes;
+        self.prefetch_many(keys);
+    }
+
     /// Read-modify-write `key`: `f` changes a copy of its current value in
     /// place (the length stays), and that copy becomes the key's new value.
     /// Returns `None`, writing nothing, if the key is absent. For the
@@ -109,6 +118,49 @@ pub trait Tx {
         Ok(Some(r))
     }
 
+    /// Read-modify-write one field of `key`'s value: the bytes `field`
+    /// (cut to the value's length). `f` changes a copy of those bytes in
+    /// place, and the value with them changed becomes the key's new
+    /// value; the rest of it stays as it is. Returns `None`, writing
+    /// nothing, if the key is absent. For the concurrency control it is
+    /// a read of the whole key followed by a write of it, exactly as
+    /// [`Tx::update`]: the field's old bytes and the bytes around it are
+    /// as this transaction saw them, or it does not commit.
+    ///
+    /// The default is [`Tx::update`] on the field's bytes. A design that
+    /// overwrites records in place (Silo) overrides it to copy only the
+    /// field, in and out, so that a small change to a large value does
+    /// not read or write the rest of it.
+    ///
+    /// ```
+    /// # use granary_api::{Tx, TableId, TxError};
+    /// /// Add one to the counter in bytes 8..16 of `key`'s value.
+    /// fn bump<T: Tx>(tx: &mut T, t: TableId, key: &[u8]) -> Result<Option<u64>, TxError> {
+    ///     tx.update_field(t, key, 8..16, |v| {
+    ///         let n = u64::from_le_bytes(v.try_into().unwrap_or([0; 8])) + 1;
+    ///         if v.len() == 8 {
+    ///             v.copy_from_slice(&n.to_le_bytes());
+    ///         }
+    ///         n
+    ///     })
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tx::update`].
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: std::ops::Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.update(t, key, |v| {
+            let r = field_within(&field, v.len());
+            f(&mut v[r])
+        })
+    }
+
     /// Insert `key → value`; [`Error::KeyExists`] if present.
     ///
     /// # Errors
@@ -136,6 +188,14 @@ pub trait Tx {
         reverse: bool,
         f: F,
     ) -> Result<(), TxError>;
+}
+
+/// The bytes of `field` within a value of `len` bytes: cut at the end,
+/// and empty (at `len`) if it starts past it (see [`Tx::update_field`]).
+#[inline]
+pub fn field_within(field: &std::ops::Range<usize>, len: usize) -> std::ops::Range<usize> {
+    let end = field.end.min(len);
+    field.start.min(end)..end
 }
 
 /// Reads only, object-safe: one read-only body can run as a regular

@@ -19,6 +19,11 @@ pub enum WriteKindArg {
     /// As rmw, but as a get, a copy and a put: what `Tx::update` is
     /// measured against.
     RmwGetPut,
+    /// Read and change the counter alone (the value's first 8 bytes),
+    /// through `Tx::update_field`: a design that overwrites records in
+    /// place (Silo) copies those 8 bytes and touches no other line of
+    /// the value.
+    RmwField,
     /// Overwrite without reading.
     Blind,
 }
@@ -122,6 +127,7 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
         cfg = cfg.write_kind(match k {
             WriteKindArg::Rmw => WriteKind::Rmw,
             WriteKindArg::RmwGetPut => WriteKind::RmwGetPut,
+            WriteKindArg::RmwField => WriteKind::RmwField,
             WriteKindArg::Blind => WriteKind::Blind,
         });
     }

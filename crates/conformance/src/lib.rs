@@ -166,6 +166,11 @@ macro_rules! conformance_tests {
             }
 
             #[test]
+            fn field_updates_keep_the_rest() {
+                $crate::anomalies::field_updates_keep_the_rest($make);
+            }
+
+            #[test]
             fn model_matches_btreemap() {
                 $crate::model::transactions_match_btreemap(
                     $make,

@@ -1,5 +1,6 @@
 //! Single-threaded model check: random transactions against a `BTreeMap`,
-//! including rollbacks, read-your-own-writes, in-place updates, and (where the design has
+//! including rollbacks, read-your-own-writes, in-place updates of whole
+//! values and of fields, and (where the design has
 //! them) deletes and scans in both directions.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +21,8 @@ enum Op {
     Delete(Vec<u8>),
     /// `Tx::update` xoring every byte with the mask.
     Update(Vec<u8>, u8),
+    /// `Tx::update_field` xoring the field's bytes with the mask.
+    UpdateField(Vec<u8>, std::ops::Range<usize>, u8),
     Scan(Vec<u8>, usize, bool),
 }
 
@@ -31,6 +34,7 @@ impl Op {
             | Op::Insert(k, _)
             | Op::Delete(k)
             | Op::Update(k, _)
+            | Op::UpdateField(k, ..)
             | Op::Scan(k, ..) => k,
         }
     }
@@ -65,6 +69,14 @@ fn op(deletes: bool, scans: bool) -> impl Strategy<Value = Op> {
         (
             2,
             (key(), 1u8..).prop_map(|(k, m)| Op::Update(k, m)).boxed(),
+        ),
+        (
+            2,
+            // Fields that start and end anywhere in a word, within a small
+            // or a large value, or past its end.
+            (key(), 0usize..64, 0usize..20, 1u8..)
+                .prop_map(|(k, s, n, m)| Op::UpdateField(k, s..s + n, m))
+                .boxed(),
         ),
     ];
     if deletes {
@@ -159,6 +171,18 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
                         });
                         assert_eq!(len, want, "update {k:?}");
                     }
+                    Op::UpdateField(k, field, mask) => {
+                        let len = tx.update_field(t, k, field.clone(), |v| {
+                            v.iter_mut().for_each(|b| *b ^= mask);
+                            v.len()
+                        })?;
+                        let want = m.get_mut(k).map(|v| {
+                            let r = granary_api::field_within(field, v.len());
+                            v[r.clone()].iter_mut().for_each(|b| *b ^= mask);
+                            r.len()
+                        });
+                        assert_eq!(len, want, "update_field {k:?} {field:?}");
+                    }
                     Op::Scan(k, n, rev) => {
                         let got = if *rev {
                             collect(tx, t, Bound::Unbounded, Bound::Included(k), *n, true)?
@@ -196,18 +220,7 @@ fn one_case<E: Engine>(db: &E, txns: &[(Vec<Op>, bool)], scans: bool) {
     }
     // Every key the case touched reads as the model says (so a key the
     // model lacks must be absent), and with scans the whole table matches.
-    let touched: BTreeSet<&[u8]> = txns
-        .iter()
-        .flat_map(|(ops, _)| ops)
-        .map(|o| match o {
-            Op::Get(k)
-            | Op::Put(k, _)
-            | Op::Insert(k, _)
-            | Op::Delete(k)
-            | Op::Update(k, _)
-            | Op::Scan(k, _, _) => &k[..],
-        })
-        .collect();
+    let touched: BTreeSet<&[u8]> = txns.iter().flat_map(|(ops, _)| ops).map(Op::key).collect();
     for k in touched {
         let got = run(&mut w, |tx| Ok(tx.get(t, k)?.map(<[u8]>::to_vec))).unwrap();
         assert_eq!(got.as_ref(), model.get(k), "final read of {k:?}");

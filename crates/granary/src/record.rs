@@ -16,6 +16,7 @@
 //! racing copy is defined behaviour; the re-check discards torn copies.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ops::Range;
 use std::ptr::NonNull;
 
 use crate::sync::{fence, spin, AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -246,10 +247,11 @@ impl Record {
         (self.cap & !IN_SLAB) as usize
     }
 
-    /// The record's bytes in all: its header and its value's room.
+    /// The bytes of the record's header and of the first `max_bytes` of
+    /// its value's room (`usize::MAX`: the record's bytes in all).
     #[inline]
-    pub fn footprint(&self) -> usize {
-        HEADER + self.capacity()
+    pub fn prefix_footprint(&self, max_bytes: usize) -> usize {
+        HEADER + self.capacity().min(max_bytes)
     }
 
     /// Overwrite the value. The caller holds the lock (or the record is not
@@ -322,6 +324,48 @@ impl Record {
         unsafe { out.set_len(at + len) };
     }
 
+    /// Copy the value's bytes `field` (cut to its length, see
+    /// [`granary_api::field_within`]) into `out` after its first `at`
+    /// bytes, which are kept; returns where the copied bytes start in the
+    /// value. Only the words under the field are loaded (no consistency
+    /// check: see [`Record::read_field_at`]).
+    #[inline]
+    pub fn load_field_at(&self, out: &mut Vec<u8>, at: usize, field: &Range<usize>) -> usize {
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity());
+        let r = granary_api::field_within(field, len);
+        out.truncate(at);
+        let first = r.start / 8;
+        for (w, word) in (first..).zip(&self.words()[first..r.end.div_ceil(8)]) {
+            let b = word.load(Ordering::Relaxed).to_ne_bytes();
+            let (lo, hi) = (r.start.max(w * 8) - w * 8, r.end.min(w * 8 + 8) - w * 8);
+            out.extend_from_slice(&b[lo..hi]);
+        }
+        r.start
+    }
+
+    /// Overwrite the value's bytes from `from` on with `bytes`, which lie
+    /// within its length (the length stays). The caller holds the lock.
+    /// Only the words under them are stored; a word they cover in part
+    /// keeps its other bytes.
+    #[inline]
+    pub fn store_field(&self, from: usize, bytes: &[u8]) {
+        let end = from + bytes.len();
+        debug_assert!(end <= self.len.load(Ordering::Relaxed) as usize);
+        let words = self.words();
+        for w in from / 8..end.div_ceil(8) {
+            let (lo, hi) = (from.max(w * 8), end.min(w * 8 + 8));
+            let src = &bytes[lo - from..hi - from];
+            let word = if hi - lo == 8 {
+                u64::from_ne_bytes(src.try_into().expect("8 bytes"))
+            } else {
+                let mut b = words[w].load(Ordering::Relaxed).to_ne_bytes();
+                b[lo - w * 8..hi - w * 8].copy_from_slice(src);
+                u64::from_ne_bytes(b)
+            };
+            words[w].store(word, Ordering::Relaxed);
+        }
+    }
+
     /// The TID word, spinning while it is locked.
     #[inline]
     pub fn stable_tid(&self) -> Tid {
@@ -371,6 +415,33 @@ impl Record {
             fence(Ordering::Acquire);
             if self.tid.load(Ordering::Relaxed) == t1.0 {
                 return t1;
+            }
+        }
+    }
+
+    /// As [`Record::read_prefix_at`], for the value's bytes `field` (see
+    /// [`Record::load_field_at`]): a consistent (TID word, field) pair,
+    /// and where the field's bytes start in the value. The TID word covers
+    /// the whole value all the same.
+    #[inline]
+    pub fn read_field_at(
+        &self,
+        out: &mut Vec<u8>,
+        at: usize,
+        field: &Range<usize>,
+    ) -> (Tid, usize) {
+        loop {
+            let t1 = self.stable_tid();
+            let from = if t1.is_absent() {
+                out.truncate(at);
+                0
+            } else {
+                self.load_field_at(out, at, field)
+            };
+            // As in `read_prefix_at`.
+            fence(Ordering::Acquire);
+            if self.tid.load(Ordering::Relaxed) == t1.0 {
+                return (t1, from);
             }
         }
     }
@@ -886,6 +957,40 @@ mod tests {
             // SAFETY: nothing reaches the test's copies any more.
             unsafe { free_chunk(c) }
         });
+    }
+
+    /// Every field of values up to 26 bytes, starting and ending at every
+    /// byte (and past the end): the field's bytes are read alone, where
+    /// they start is returned, and a store changes those bytes and no
+    /// other, whatever words they share.
+    #[test]
+    fn fields_load_and_store_alone() {
+        for n in 0..=26usize {
+            let v: Vec<u8> = (0..n).map(|i| i as u8 | 0x40).collect();
+            let r = Record::alloc(Tid::new(1, 1), &v, n + 9, std::ptr::null_mut());
+            // SAFETY: just allocated, freed below.
+            let rec = unsafe { r.as_ref() };
+            for s in 0..=n + 3 {
+                for e in s..=n + 3 {
+                    let want = granary_api::field_within(&(s..e), n);
+                    let mut out = vec![9u8; 3];
+                    let (t, from) = rec.read_field_at(&mut out, 2, &(s..e));
+                    assert_eq!((t, from), (Tid::new(1, 1), want.start), "n={n} {s}..{e}");
+                    assert_eq!(&out[..2], &[9, 9]);
+                    assert_eq!(&out[2..], &v[want.clone()], "n={n} {s}..{e}");
+                    let patch: Vec<u8> = want.clone().map(|i| !(i as u8)).collect();
+                    rec.store_field(want.start, &patch);
+                    let mut expect = v.clone();
+                    expect[want.clone()].copy_from_slice(&patch);
+                    let mut all = Vec::new();
+                    rec.load_value(&mut all);
+                    assert_eq!(all, expect, "n={n} {s}..{e}");
+                    rec.store_value(&v);
+                }
+            }
+            // SAFETY: never published.
+            unsafe { Record::free(r) };
+        }
     }
 
     #[test]

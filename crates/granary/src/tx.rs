@@ -6,7 +6,7 @@
 //!
 //! [`Database`]: crate::Database
 
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 
 use granary_api::{
     AbortReason, Engine, Error, Interactive, InteractiveTx, Profile, ReadOnly, Stats, TableId,
@@ -105,6 +105,11 @@ impl Tx for Transaction<'_> {
     }
 
     #[inline]
+    fn prefetch_prefix_many(&mut self, keys: &[(TableId, &[u8])], max_bytes: usize) {
+        Transaction::prefetch_prefix_many(self, keys, max_bytes)
+    }
+
+    #[inline]
     fn update<R>(
         &mut self,
         t: TableId,
@@ -112,6 +117,17 @@ impl Tx for Transaction<'_> {
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
         Transaction::update(self, t, key, f)
+    }
+
+    #[inline]
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        Transaction::update_field(self, t, key, field, f)
     }
 
     #[inline]
@@ -235,6 +251,17 @@ impl Tx for Session<'_> {
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
         self.tx.update(t, key, f)
+    }
+
+    #[inline]
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.tx.update_field(t, key, field, f)
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {

@@ -14,7 +14,7 @@
 //! written and than this worker's last, in epoch `E`) → install each value
 //! and release its lock with one store of the new TID word.
 
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::ptr::NonNull;
 
 use granary_index::{Insert, LeafRef, NodeChange};
@@ -42,12 +42,28 @@ struct ReadEntry {
     tid: Tid,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum WriteKind {
     /// Overwrite (or delete) a record that was in the tree.
     Existing,
     /// A placeholder this transaction put in the tree.
     Placeholder,
+    /// Overwrite the bytes from this offset on of a record that was in the
+    /// tree (`Transaction::update_field`): the entry's value holds only
+    /// them, and the rest of the new value is what the read-set entry
+    /// read, which Phase 2 validates unchanged. Phase 3 stores them alone.
+    Patch(u32),
+}
+
+impl WriteKind {
+    /// A patch's entry given a whole value (or a delete) becomes a plain
+    /// overwrite of its record.
+    #[inline]
+    fn unpatch(&mut self) {
+        if let WriteKind::Patch(_) = self {
+            *self = WriteKind::Existing;
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -58,7 +74,8 @@ struct WriteEntry {
     key: (u32, u32),
     /// The new value (arena range), or `None` for a delete.
     value: Option<(u32, u32)>,
-    /// The TID word found when locking (Phase 1).
+    /// The TID word found when locking (Phase 1). Before that, for a
+    /// [`WriteKind::Patch`], the word its read found.
     locked: Tid,
     /// `key_hash(table, key)`, kept for growing `TxState::by_key`.
     hash: u64,
@@ -200,6 +217,8 @@ pub(crate) struct TxState {
     scratch: Vec<u8>,
     /// Phase 1's lock order: (record address, write-set position), sorted.
     order: Vec<(usize, u32)>,
+    /// Whether the write-set may hold a [`WriteKind::Patch`].
+    patches: bool,
     /// Write-set positions by key hash.
     by_key: SlotIndex,
     /// Write-set positions by record address.
@@ -227,6 +246,7 @@ impl TxState {
     /// Empty the write-set and its indexes.
     fn clear_writes(&mut self) {
         self.write_set.clear();
+        self.patches = false;
         self.by_key.clear();
         self.by_rec.clear();
     }
@@ -432,6 +452,7 @@ impl<'w> Transaction<'w> {
     ) -> Result<Option<&[u8]>, TxError> {
         self.enter(t, key)?;
         let present = if let Some(i) = self.c.st.find_write(t, key) {
+            self.fill_patch(i)?;
             let st = &mut self.c.st;
             match st.write_set[i].value {
                 Some(r) => {
@@ -494,6 +515,13 @@ impl<'w> Transaction<'w> {
     /// transaction (no read-set entry, no conflict); the records found are
     /// kept, in order, for the lookups that follow (`TxState::hints`).
     pub fn prefetch_many(&mut self, keys: &[(TableId, &[u8])]) {
+        self.prefetch_prefix_many(keys, usize::MAX);
+    }
+
+    /// As [`Transaction::prefetch_many`], fetching only the lines of each
+    /// record that hold its header and the first `max_bytes` of its value
+    /// ([`Tx::prefetch_prefix_many`](granary_api::Tx::prefetch_prefix_many)).
+    pub fn prefetch_prefix_many(&mut self, keys: &[(TableId, &[u8])], max_bytes: usize) {
         /// Records whose lines are fetched together.
         const WAVE: usize = granary_index::Tree::FIND_MANY;
         /// At most this many lines of one record.
@@ -537,7 +565,10 @@ impl<'w> Transaction<'w> {
             for &r in recs.iter().take(chunk.len()).filter(|r| !r.is_null()) {
                 // SAFETY: reachable from the tree while pinned; the
                 // footprint is immutable once published.
-                let n = unsafe { &*r }.footprint().div_ceil(64).min(MOST_LINES);
+                let n = unsafe { &*r }
+                    .prefix_footprint(max_bytes)
+                    .div_ceil(64)
+                    .min(MOST_LINES);
                 granary_index::prefetch_lines((r as *const u8).wrapping_add(64), n - 1);
             }
         }
@@ -567,6 +598,7 @@ impl<'w> Transaction<'w> {
         self.enter(t, key)?;
         if let Some(i) = self.c.st.find_write(t, key) {
             // Our own write: change its bytes in the arena.
+            self.fill_patch(i)?;
             let st = &mut self.c.st;
             return Ok(st.write_set[i].value.map(|r| {
                 let (s, n) = (r.0 as usize, r.1 as usize);
@@ -621,6 +653,102 @@ impl<'w> Transaction<'w> {
         }
     }
 
+    /// Read-modify-write one field of `key`'s value
+    /// ([`Tx::update_field`](granary_api::Tx::update_field)): only the
+    /// field's bytes are copied, into the write set, and only they are
+    /// stored at commit (a [`WriteKind::Patch`]). The read is §4.5's all
+    /// the same: the read-set holds the record's TID word, so Phase 2
+    /// fails if any byte of the value changed meanwhile. `None` if the key
+    /// is absent.
+    ///
+    /// # Errors
+    /// As for [`Transaction::update`].
+    pub fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.enter(t, key)?;
+        if let Some(i) = self.c.st.find_write(t, key) {
+            // Our own write: its whole value, changed in the arena.
+            self.fill_patch(i)?;
+            let st = &mut self.c.st;
+            return Ok(st.write_set[i].value.map(|r| {
+                let v = &mut st.arena[r.0 as usize..(r.0 + r.1) as usize];
+                let n = v.len();
+                f(&mut v[granary_api::field_within(&field, n)])
+            }));
+        }
+        loop {
+            match self.lookup(t, key) {
+                Found::Missing(leaf, version) => {
+                    // §4.6: the key must still be missing at commit.
+                    self.c.st.node_set.push(NodeEntry { leaf, version });
+                    return Ok(None);
+                }
+                Found::Record(p) => {
+                    // SAFETY: reachable from the tree while pinned.
+                    let rec = unsafe { &*p };
+                    let t0 = probe(self.c.profiling);
+                    let st = &mut self.c.st;
+                    let key_at = st.push_bytes(key);
+                    let at = st.arena.len();
+                    let (tid, from) = rec.read_field_at(&mut st.arena, at, &field);
+                    if self.c.profiling {
+                        self.c.prof.record += ticks() - t0;
+                    }
+                    let st = &mut self.c.st;
+                    if !tid.is_latest() {
+                        st.arena.truncate(key_at.0 as usize);
+                        continue; // superseded by a bigger copy: look again
+                    }
+                    st.read_set.push(ReadEntry { rec: p, tid });
+                    if tid.is_absent() {
+                        st.arena.truncate(key_at.0 as usize);
+                        return Ok(None);
+                    }
+                    let value = (at as u32, (st.arena.len() - at) as u32);
+                    let r = f(&mut st.arena[at..]);
+                    st.patches = true;
+                    st.push_write(WriteEntry {
+                        table: t,
+                        rec: p,
+                        kind: WriteKind::Patch(from as u32),
+                        key: key_at,
+                        value: Some(value),
+                        locked: tid,
+                        hash: key_hash(t, key),
+                    });
+                    return Ok(Some(r));
+                }
+            }
+        }
+    }
+
+    /// Turn write-set entry `i`, if it is a [`WriteKind::Patch`], into a
+    /// whole value: the record's value as the patch's read found it, with
+    /// the patch's bytes over it. The record is read again; if its TID
+    /// word is no longer the one the patch read, the transaction could not
+    /// commit anyway and is doomed now, with Phase 2's reason.
+    fn fill_patch(&mut self, i: usize) -> Result<(), TxError> {
+        let st = &mut self.c.st;
+        if !matches!(st.write_set[i].kind, WriteKind::Patch(_)) {
+            return Ok(());
+        }
+        // SAFETY: reachable while pinned.
+        let rec = unsafe { &*st.write_set[i].rec };
+        let at = st.arena.len();
+        let tid = rec.read_prefix_at(&mut st.arena, at, usize::MAX);
+        if tid != st.write_set[i].locked {
+            st.arena.truncate(at);
+            return Err(self.doom(AbortReason::ReadValidation));
+        }
+        patch_over(st, i, at);
+        Ok(())
+    }
+
     /// Insert `key → value`; fails with [`Error::KeyExists`] if the key is
     /// present.
     ///
@@ -645,7 +773,9 @@ impl<'w> Transaction<'w> {
                 return Err(Error::KeyExists.into());
             }
             let v = self.c.st.push_bytes(value);
-            self.c.st.write_set[i].value = Some(v);
+            let w = &mut self.c.st.write_set[i];
+            w.value = Some(v);
+            w.kind.unpatch();
             return Ok(());
         }
         // An insert usually finds its key absent: try the placeholder
@@ -694,8 +824,9 @@ impl<'w> Transaction<'w> {
     pub fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
         self.enter(t, key)?;
         if let Some(i) = self.c.st.find_write(t, key) {
-            let was = self.c.st.write_set[i].value.take().is_some();
-            return Ok(was);
+            let w = &mut self.c.st.write_set[i];
+            w.kind.unpatch();
+            return Ok(w.value.take().is_some());
         }
         loop {
             match self.lookup(t, key) {
@@ -739,6 +870,12 @@ impl<'w> Transaction<'w> {
         self.enter(t, b"")?;
         if limit == 0 {
             return Ok(());
+        }
+        // Our own writes shadow the records the scan meets: whole values.
+        if self.c.st.patches {
+            for i in 0..self.c.st.write_set.len() {
+                self.fill_patch(i)?;
+            }
         }
         let tree = &self.shared.table(t)?.tree;
         let st = &mut self.c.st;
@@ -988,6 +1125,20 @@ impl<'w> Transaction<'w> {
             commit = commit.max(Tid::new(e, g));
         }
         debug_assert_eq!(commit.epoch(), e, "sequence overflow within an epoch");
+        if st.patches && (self.shared.durable.get().is_some() || !self.shared.options.overwrites) {
+            // The log takes whole values (SiloR §3.1), and a record that
+            // is never overwritten is replaced whole: each patch becomes
+            // its record's value with the patch over it. The records are
+            // locked by us and validated, so a plain copy is consistent.
+            for i in 0..st.write_set.len() {
+                if let WriteKind::Patch(_) = st.write_set[i].kind {
+                    let at = st.arena.len();
+                    // SAFETY: write-set records are reachable (pinned).
+                    unsafe { &*st.write_set[i].rec }.load_prefix_at(&mut st.arena, at, usize::MAX);
+                    patch_over(st, i, at);
+                }
+            }
+        }
         // Phase 3.
         for i in 0..self.c.st.write_set.len() {
             self.install(i, commit, e);
@@ -1044,8 +1195,16 @@ impl<'w> Transaction<'w> {
             let (s, n) = (r.0 as usize, r.1 as usize);
             &arena[s..s + n]
         };
-        match we.value {
-            Some(v) => {
+        match (we.kind, we.value) {
+            (WriteKind::Patch(from), Some(v)) => {
+                // In place, the patch's bytes alone (`update_field`): the
+                // rest of the value is what Phase 2 validated.
+                debug_assert!(how.overwrites);
+                how.overwriting(rec);
+                rec.store_field(from as usize, range(v));
+                rec.unlock(commit.with(Tid::LATEST));
+            }
+            (_, Some(v)) => {
                 // Only a record too small for the value needs its tree.
                 let place = || (&shared.table(we.table).expect("table").tree, range(we.key));
                 // SAFETY: pinned.
@@ -1053,7 +1212,7 @@ impl<'w> Transaction<'w> {
                 let word = commit.with(Tid::LATEST);
                 Locked::new(rec, old).install(place, word, range(v), &mut how, &mut pin);
             }
-            None => {
+            (_, None) => {
                 if crosses {
                     how.keep_old(rec);
                 }
@@ -1222,6 +1381,21 @@ impl Install for Phase3<'_> {
             self.gc.tree.push_back((label, g));
         }
     }
+}
+
+/// Lay write-set entry `i`'s patch (a [`WriteKind::Patch`]) over the
+/// record's value, which the caller has just copied to the arena's end
+/// (from `at`), and make that the entry's whole new value.
+fn patch_over(st: &mut TxState, i: usize, at: usize) {
+    let w = &mut st.write_set[i];
+    let WriteKind::Patch(from) = w.kind else {
+        unreachable!("only patches are laid over a value")
+    };
+    let (ps, pn) = w.value.expect("a patch has bytes");
+    let (ps, pn, from) = (ps as usize, pn as usize, from as usize);
+    st.arena.copy_within(ps..ps + pn, at + from);
+    w.value = Some((at as u32, (st.arena.len() - at) as u32));
+    w.kind = WriteKind::Existing;
 }
 
 /// Release the first `k` locks of the commit order, restoring their words.

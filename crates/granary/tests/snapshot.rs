@@ -73,6 +73,40 @@ fn snapshot_boundary_epochs() {
     assert_eq!(x.as_deref(), Some(&b"52"[..]));
 }
 
+/// A field update (`Tx::update_field`) that crosses a snapshot epoch
+/// stores its bytes in place, after keeping the whole old version for
+/// snapshots: a snapshot before it sees the old value entire, the present
+/// sees the new bytes over the rest.
+#[test]
+fn a_field_update_keeps_the_old_version_for_snapshots() {
+    let db = manual_db();
+    let t = db.create_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    let old: Vec<u8> = (0..100u8).collect();
+    tick_to(&db, 49);
+    w.run(|tx| tx.put(t, b"x", &old)).unwrap();
+    tick_to(&db, 50);
+    let got = w
+        .run(|tx| tx.update_field(t, b"x", 13..21, |f| f.fill(0xee)))
+        .unwrap();
+    assert_eq!(got, Some(()));
+    tick_to(&db, 76); // SE = 50
+    let snap = w
+        .snapshot(|s| Ok(s.get(t, b"x")?.map(|v| v.to_vec())))
+        .unwrap();
+    assert_eq!(
+        snap.as_deref(),
+        Some(&old[..]),
+        "snapshot 50 sees x whole, as of epoch 49"
+    );
+    let mut new = old.clone();
+    new[13..21].fill(0xee);
+    let now = w
+        .run(|tx| Ok(tx.get(t, b"x")?.map(|v| v.to_vec())))
+        .unwrap();
+    assert_eq!(now, Some(new));
+}
+
 /// Transfers run while a snapshot auditor comes and goes, with a short
 /// idle threshold so the version window opens and closes many times; every
 /// audit must see the constant total.

@@ -607,7 +607,14 @@ impl CheckTxn {
                                 head.copy_from_slice(&n.to_be_bytes());
                             }
                         };
-                        if tx.update(t, &key(k), bump)?.is_none() {
+                        // Half through `update`, half through
+                        // `update_field` of the counter alone.
+                        let found = if kind < 78 {
+                            tx.update(t, &key(k), bump)?
+                        } else {
+                            tx.update_field(t, &key(k), 0..8, bump)?
+                        };
+                        if found.is_none() {
                             tx.put(t, &key(k), &1u64.to_be_bytes())?;
                         }
                     } else {

@@ -80,6 +80,17 @@ impl<T: Tx + ?Sized> Tx for Fenced<'_, T> {
         self.tx.update(t, key, f)
     }
 
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: std::ops::Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.note(t, key, true);
+        self.tx.update_field(t, key, field, f)
+    }
+
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.note(t, key, true);
         self.tx.insert(t, key, value)

@@ -14,7 +14,7 @@
 //! big-endian integers below 2⁴⁸ (the check workloads' keys); they map to
 //! checker keys as `table << 48 | key`, which keeps scan ranges ordered.
 
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -289,6 +289,11 @@ impl<T: Tx> Tx for RecTx<'_, T> {
         self.tx.prefetch_many(keys);
     }
 
+    fn prefetch_prefix_many(&mut self, keys: &[(TableId, &[u8])], max_bytes: usize) {
+        self.tx
+            .prefetch_prefix_many(keys, max_bytes.saturating_add(HEADER));
+    }
+
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         let k = check_key(t, key)?;
         match self.tx.get(t, key)? {
@@ -334,6 +339,46 @@ impl<T: Tx> Tx for RecTx<'_, T> {
             }
             Err(e) => bad = Some(e),
         })?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        self.a.txn.ops.push(Op::Read {
+            key: k,
+            version: old,
+        });
+        if found.is_some() {
+            self.a.txn.ops.push(Op::Write { key: k, version: v });
+        }
+        Ok(out)
+    }
+
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        // Through the protocol's own `update_field`, as `update` above: the
+        // field taken is the version id and everything up to the caller's
+        // field's end, so the old id is read and the new one written with
+        // the field (the bytes between go through unchanged).
+        let k = check_key(t, key)?;
+        let v = self.next_version()?;
+        let end = field.end.saturating_add(HEADER);
+        let (mut f, mut out, mut old, mut bad) = (Some(f), None, None, None);
+        let found = self
+            .tx
+            .update_field(t, key, 0..end, |val| match version_of(val) {
+                Ok(o) => {
+                    old = Some(o);
+                    val[..HEADER].copy_from_slice(&v.to_be_bytes());
+                    let r = granary_api::field_within(&field, val.len() - HEADER);
+                    let r = r.start + HEADER..r.end + HEADER;
+                    out = f.take().map(|f| f(&mut val[r]));
+                }
+                Err(e) => bad = Some(e),
+            })?;
         if let Some(e) = bad {
             return Err(e);
         }
