@@ -66,9 +66,9 @@ fn serializable<E: Engine>(name: &str, make: impl Fn() -> E, aborts: bool) {
 /// (the run proves little), which is a failure after the 10th try.
 fn contended(name: &str, w: CheckWorkload, seed: u64, run: &CheckRun, attempt: u64) -> bool {
     assert!(
-        run.invariant_violations.is_empty(),
+        run.violations(true).is_empty(),
         "{name} {w}: {:?}",
-        run.invariant_violations
+        run.violations(true)
     );
     let report = check(&run.history, Level::Serializable);
     assert!(
@@ -160,7 +160,7 @@ fn si_is_snapshot_isolated_and_shows_write_skew() {
                     eprintln!(
                         "si write-skew: {} G2-item cycles in round {round}; {} reads of a pair at (0, 0)",
                         strict.count(AnomalyKind::G2Item),
-                        run.invariant_violations.len()
+                        run.write_skews.len()
                     );
                     break;
                 }

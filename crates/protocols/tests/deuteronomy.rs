@@ -36,9 +36,9 @@ fn check_workloads_are_serializable() {
             cfg.seed = seed + attempt;
             let run = run_check(&Tc::new(), &cfg, &|_| {}).expect("run");
             assert!(
-                run.invariant_violations.is_empty(),
+                run.violations(true).is_empty(),
                 "{w}: {:?}",
-                run.invariant_violations
+                run.violations(true)
             );
             let report = check(&run.history, Level::Serializable);
             assert!(
@@ -113,9 +113,9 @@ fn garbage_collected_histories_are_serializable() {
         let tc = Tc::with(gc_config(), Box::new(MemoryDc::new())).expect("tc");
         let run = run_check(&tc, &cfg, &|_| {}).expect("run");
         assert!(
-            run.invariant_violations.is_empty(),
+            run.violations(true).is_empty(),
             "{w}: {:?}",
-            run.invariant_violations
+            run.violations(true)
         );
         let report = check(&run.history, Level::Serializable);
         assert!(
@@ -163,7 +163,7 @@ fn the_garbage_collection_mutant_is_caught() {
             let tc = Tc::mutant_applying_at_once(gc_config()).expect("tc");
             let run = run_check(&tc, &cfg, &|_| {}).expect("run");
             let report = check(&run.history, Level::Serializable);
-            (!report.is_ok() || !run.invariant_violations.is_empty())
+            (!report.is_ok() || !run.violations(true).is_empty())
                 .then(|| format!("{w} (seed {}):\n{report}", cfg.seed))
         })
     });
@@ -192,7 +192,7 @@ fn the_eviction_mutant_is_caught() {
             let tc = Tc::mutant_evicting_read_items(gc_config()).expect("tc");
             let run = run_check(&tc, &cfg, &|_| {}).expect("run");
             let report = check(&run.history, Level::Serializable);
-            (!report.is_ok() || !run.invariant_violations.is_empty())
+            (!report.is_ok() || !run.violations(true).is_empty())
                 .then(|| format!("{w} (seed {}):\n{report}", cfg.seed))
         })
     });

@@ -146,6 +146,25 @@ pub struct CheckRun {
     /// Workload invariants that failed (e.g. a bank audit that saw the
     /// wrong total). Empty on a correct engine.
     pub invariant_violations: Vec<String>,
+    /// Write skews the write-skew workload saw (a committed transaction
+    /// read both doctors of a pair off call). Serializability forbids
+    /// them; snapshot isolation allows them, so they count against a
+    /// design only at the serializable level.
+    pub write_skews: Vec<String>,
+}
+
+impl CheckRun {
+    /// The invariant violations that count against a design checked at
+    /// serializability (`serializable`: write skews included) or at
+    /// snapshot isolation (which allows them).
+    pub fn violations(&self, serializable: bool) -> Vec<&str> {
+        let skews = self.write_skews.iter().filter(|_| serializable);
+        self.invariant_violations
+            .iter()
+            .chain(skews)
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 const INITIAL_BALANCE: u64 = 1000;
@@ -215,7 +234,7 @@ pub fn run_check<E: Engine>(
     }
     let committed = AtomicU64::new(0);
     let start = Instant::now();
-    type WorkerOut = Result<(Recorder, u64, Vec<String>), Error>;
+    type WorkerOut = Result<(Recorder, u64, Vec<String>, Vec<String>), Error>;
     let results: Vec<WorkerOut> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.threads)
             .map(|w| {
@@ -229,6 +248,7 @@ pub fn run_check<E: Engine>(
                         zipf,
                         rng: &mut rng,
                         violations: Vec::new(),
+                        skews: Vec::new(),
                         worker: w as u64,
                         rec: Recorder::new(w as u16),
                         aborted: 0,
@@ -236,7 +256,7 @@ pub fn run_check<E: Engine>(
                         progress,
                     };
                     ctx.run(&mut runner)?;
-                    Ok((ctx.rec, ctx.aborted, ctx.violations))
+                    Ok((ctx.rec, ctx.aborted, ctx.violations, ctx.skews))
                 })
             })
             .collect();
@@ -248,12 +268,13 @@ pub fn run_check<E: Engine>(
     let elapsed = start.elapsed();
     let mut recorders = vec![loader];
     let mut aborted = 0;
-    let mut violations = Vec::new();
+    let (mut violations, mut write_skews) = (Vec::new(), Vec::new());
     for r in results {
-        let (rec, a, v) = r?;
+        let (rec, a, v, skews) = r?;
         recorders.push(rec);
         aborted += a;
         violations.extend(v);
+        write_skews.extend(skews);
     }
     if cfg.workload == CheckWorkload::Bank {
         // The final state must hold the same total.
@@ -277,6 +298,7 @@ pub fn run_check<E: Engine>(
         aborted,
         elapsed,
         invariant_violations: violations,
+        write_skews,
     })
 }
 
@@ -333,6 +355,8 @@ struct Ctx<'a> {
     zipf: &'a Zipf,
     rng: &'a mut Rng,
     violations: Vec<String>,
+    /// Write skews seen by committed transactions.
+    skews: Vec<String>,
     worker: u64,
     rec: Recorder,
     aborted: u64,
@@ -374,7 +398,7 @@ impl Ctx<'_> {
                     worker: self.worker,
                     ids: ids.clone(),
                     attempts: Vec::new(),
-                    violations: Vec::new(),
+                    skews: Vec::new(),
                 },
             );
             if plan {
@@ -441,7 +465,7 @@ impl Ctx<'_> {
             }
             Outcome::Failed(e) => return Err(e),
         };
-        self.violations.append(&mut body.violations);
+        self.skews.append(&mut body.skews);
         if let Some(sum) = sum {
             let want = INITIAL_BALANCE * self.cfg.keys;
             if sum != want {
@@ -544,7 +568,7 @@ struct CheckTxn {
     /// Every run's attempt; the last is the one whose outcome counts.
     attempts: Vec<Attempt>,
     /// Write skew the last run saw.
-    violations: Vec<String>,
+    skews: Vec<String>,
 }
 
 impl CheckTxn {
@@ -642,7 +666,7 @@ impl CheckTxn {
                 let x = tx.get(t, &key(pair))?.map_or(0, num);
                 let y = tx.get(t, &key(pair + 1))?.map_or(0, num);
                 if x + y == 0 {
-                    self.violations.push(format!(
+                    self.skews.push(format!(
                         "worker {}: pair {pair} read as (0, 0): write skew",
                         self.worker
                     ));
@@ -672,7 +696,7 @@ impl Body for CheckTxn {
 
     fn run<T: Tx>(&mut self, tx: &mut T) -> Result<Option<u64>, TxError> {
         let mut a = self.ids.begin();
-        self.violations.clear();
+        self.skews.clear();
         let r = self.run_op(&mut RecTx::new(tx, &mut a));
         self.attempts.push(a);
         r

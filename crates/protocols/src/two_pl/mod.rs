@@ -42,7 +42,7 @@ mod lock;
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -305,12 +305,15 @@ struct Held {
     same_hash: Option<u32>,
 }
 
-/// A row this transaction changed, with what to restore on rollback.
+/// A row this transaction changed, with what to restore on rollback: its
+/// whole old value, or (`field`: its start) only the old bytes of the one
+/// field an `update_field` changed, the rest being as it was.
 struct Write {
     held: u32,
     was_present: bool,
     old_at: u32,
     old_len: u32,
+    field: Option<u32>,
 }
 
 /// A worker's transaction state, reused from one transaction to the next.
@@ -473,6 +476,16 @@ impl Tx for Session<'_> {
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
         self.tx.update(t, key, f)
+    }
+
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        self.tx.update_field(t, key, field, f)
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
@@ -732,7 +745,8 @@ impl Txn<'_> {
     fn save(&mut self, i: u32) {
         let h = &self.st.held[i as usize];
         debug_assert_eq!(h.mode, Mode::Exclusive);
-        if h.write.is_some() {
+        if let Some(w) = h.write {
+            self.widen(w);
             return;
         }
         // SAFETY: held exclusive: no one else reads or writes it.
@@ -745,8 +759,55 @@ impl Txn<'_> {
             was_present: old.is_some(),
             old_at,
             old_len: old.map_or(0, <[u8]>::len) as u32,
+            field: None,
         });
         self.st.held[i as usize].write = Some(w);
+    }
+
+    /// Save the bytes `field` of held row `i`'s value (present, held
+    /// exclusive) for rollback, if nothing of the row is saved yet; a row
+    /// with another field saved gets its whole old value saved instead.
+    fn save_field(&mut self, i: u32, field: Range<usize>) {
+        let h = &self.st.held[i as usize];
+        debug_assert_eq!(h.mode, Mode::Exclusive);
+        if let Some(w) = h.write {
+            let s = &self.st.writes[w as usize];
+            if s.field != Some(field.start as u32) || s.old_len as usize != field.len() {
+                self.widen(w);
+            }
+            return;
+        }
+        // SAFETY: held exclusive: no one else reads or writes it.
+        let old = unsafe { (*h.row).value() }.expect("a field of a present row");
+        let old_at = self.st.bytes.len() as u32;
+        self.st.bytes.extend_from_slice(&old[field.clone()]);
+        let w = self.st.writes.len() as u32;
+        self.st.writes.push(Write {
+            held: i,
+            was_present: true,
+            old_at,
+            old_len: field.len() as u32,
+            field: Some(field.start as u32),
+        });
+        self.st.held[i as usize].write = Some(w);
+    }
+
+    /// Make write `w`'s saved state the row's whole old value, if it
+    /// holds only a field's: the row's value now, with the field's old
+    /// bytes over it (only that field has changed since).
+    fn widen(&mut self, w: u32) {
+        let s = &self.st.writes[w as usize];
+        let Some(from) = s.field else { return };
+        let (from, at, n) = (from as usize, s.old_at as usize, s.old_len as usize);
+        // SAFETY: held exclusive; a row with a field saved is present.
+        let now = unsafe { (*self.st.held[s.held as usize].row).value() }.expect("present");
+        let whole = self.st.bytes.len();
+        self.st.bytes.extend_from_slice(now);
+        self.st.bytes.copy_within(at..at + n, whole + from);
+        let s = &mut self.st.writes[w as usize];
+        s.old_at = whole as u32;
+        s.old_len = (self.st.bytes.len() - whole) as u32;
+        s.field = None;
     }
 
     /// Write `value` (`None`: absent) into held row `i`, held exclusive
@@ -852,6 +913,14 @@ impl Txn<'_> {
     fn rollback(&mut self) {
         for w in self.st.writes.iter().rev() {
             let old = &self.st.bytes[w.old_at as usize..(w.old_at + w.old_len) as usize];
+            if let Some(from) = w.field {
+                // Only the field changed (the row kept its length).
+                // SAFETY: held exclusive, so live.
+                let v = unsafe { (*self.st.held[w.held as usize].row).value_mut() };
+                let v = v.expect("a row with a field saved is present");
+                v[from as usize..from as usize + old.len()].copy_from_slice(old);
+                continue;
+            }
             // SAFETY: held exclusive, so live; the row has room for every
             // value it held in this transaction (`store` only moves a key
             // to a larger row).
@@ -966,6 +1035,26 @@ impl Tx for Txn<'_> {
         // it; the borrow ends before the next call on `self`.
         let v = unsafe { (*self.st.held[i as usize].row).value_mut() };
         Ok(v.map(f))
+    }
+
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        // As `update`, with only the field's old bytes saved: the rest of
+        // a large row is not read.
+        let i = self.acquire(t, key, Mode::Exclusive, 0)?;
+        let Some(len) = self.value(i).map(<[u8]>::len) else {
+            return Ok(None);
+        };
+        let field = granary_api::field_within(&field, len);
+        self.save_field(i, field.clone());
+        // SAFETY: as in `update`.
+        let v = unsafe { (*self.st.held[i as usize].row).value_mut() };
+        Ok(v.map(|v| f(&mut v[field])))
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
