@@ -656,7 +656,7 @@ impl<'w> Transaction<'w> {
     /// Read-modify-write one field of `key`'s value
     /// ([`Tx::update_field`](granary_api::Tx::update_field)): only the
     /// field's bytes are copied, into the write set, and only they are
-    /// stored at commit (a [`WriteKind::Patch`]). The read is §4.5's all
+    /// stored at commit (a `WriteKind::Patch`). The read is §4.5's all
     /// the same: the read-set holds the record's TID word, so Phase 2
     /// fails if any byte of the value changed meanwhile. `None` if the key
     /// is absent.
