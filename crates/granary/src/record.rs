@@ -1174,6 +1174,49 @@ mod loom_tests {
             unsafe { Record::free(r.0) };
         });
     }
+    /// A writer patches the bytes 4..20 of a 24-byte value under the TID
+    /// lock (three words, two in part); a reader's validated read of the
+    /// field 2..22 is never torn and matches its TID, and the bytes
+    /// outside the patch keep their value.
+    #[test]
+    fn field_patch_seqlock() {
+        loom::model(|| {
+            let r = Arc::new(Shared(Record::alloc(
+                Tid::new(1, 0),
+                &[1u8; 24],
+                0,
+                std::ptr::null_mut(),
+            )));
+            let w = {
+                let r = r.clone();
+                loom::thread::spawn(move || {
+                    // SAFETY: live until the end of the model run.
+                    let rec = unsafe { r.0.as_ref() };
+                    rec.lock();
+                    rec.store_field(4, &[2u8; 16]);
+                    rec.unlock(Tid::new(2, 0));
+                })
+            };
+            // SAFETY: as above.
+            let rec = unsafe { r.0.as_ref() };
+            let mut out = Vec::new();
+            let (t, from) = rec.read_field_at(&mut out, 0, &(2..22));
+            assert_eq!((from, out.len()), (2, 20));
+            let patched = t == Tid::new(2, 0);
+            for (i, &b) in (2..).zip(&out) {
+                let want = if patched && (4..20).contains(&i) {
+                    2
+                } else {
+                    1
+                };
+                assert_eq!(b, want, "torn field read {out:?} at {t:?}");
+            }
+            w.join().unwrap();
+            // SAFETY: both threads are done.
+            unsafe { Record::free(r.0) };
+        });
+    }
+
     /// A slab record freed on another thread while the slab is closed:
     /// the close's reference exchange and the free's decrement never lose
     /// the slab under its other, still live record.
