@@ -605,52 +605,13 @@ impl<'w> Transaction<'w> {
                 f(&mut st.arena[s..s + n])
             }));
         }
-        loop {
-            match self.lookup(t, key) {
-                Found::Missing(leaf, version) => {
-                    // §4.6: the key must still be missing at commit.
-                    self.c.st.node_set.push(NodeEntry { leaf, version });
-                    return Ok(None);
-                }
-                Found::Record(p) => {
-                    // SAFETY: reachable from the tree while pinned.
-                    let rec = unsafe { &*p };
-                    let t0 = probe(self.c.profiling);
-                    let st = &mut self.c.st;
-                    // The key, then the value read straight after it: the
-                    // write set's copy is the only one (§4.5's read, into
-                    // the arena instead of `buf`).
-                    let key_at = st.push_bytes(key);
-                    let at = st.arena.len();
-                    let tid = rec.read_prefix_at(&mut st.arena, at, usize::MAX);
-                    if self.c.profiling {
-                        self.c.prof.record += ticks() - t0;
-                    }
-                    let st = &mut self.c.st;
-                    if !tid.is_latest() {
-                        st.arena.truncate(key_at.0 as usize);
-                        continue; // superseded by a bigger copy: look again
-                    }
-                    st.read_set.push(ReadEntry { rec: p, tid });
-                    if tid.is_absent() {
-                        st.arena.truncate(key_at.0 as usize);
-                        return Ok(None);
-                    }
-                    let value = (at as u32, (st.arena.len() - at) as u32);
-                    let r = f(&mut st.arena[at..]);
-                    st.push_write(WriteEntry {
-                        table: t,
-                        rec: p,
-                        kind: WriteKind::Existing,
-                        key: key_at,
-                        value: Some(value),
-                        locked: Tid::default(),
-                        hash: key_hash(t, key),
-                    });
-                    return Ok(Some(r));
-                }
-            }
-        }
+        // The value read straight after the key: the write set's copy is
+        // the only one (§4.5's read, into the arena instead of `buf`).
+        Ok(self
+            .read_to_change(t, key, |rec, arena, at| {
+                (rec.read_prefix_at(arena, at, usize::MAX), None)
+            })
+            .map(|at| f(&mut self.c.st.arena[at..])))
     }
 
     /// Read-modify-write one field of `key`'s value
@@ -681,12 +642,35 @@ impl<'w> Transaction<'w> {
                 f(&mut v[granary_api::field_within(&field, n)])
             }));
         }
+        Ok(self
+            .read_to_change(t, key, |rec, arena, at| {
+                let (tid, from) = rec.read_field_at(arena, at, &field);
+                (tid, Some(from as u32))
+            })
+            .map(|at| f(&mut self.c.st.arena[at..])))
+    }
+
+    /// The read of [`Transaction::update`] and
+    /// [`Transaction::update_field`], for a key this transaction has not
+    /// written: find the record, push the key to the arena, and `read`
+    /// the bytes to change after it (returning the TID word and, for a
+    /// field, where it starts in the value). The read goes into the
+    /// read-set and a write-set entry is made, of the whole value or a
+    /// `WriteKind::Patch`, whose bytes (the arena from the offset returned
+    /// to its end) the caller then changes. `None` (nothing written) if
+    /// the key is absent, which the node-set or read-set then covers.
+    fn read_to_change(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        read: impl Fn(&Record, &mut Vec<u8>, usize) -> (Tid, Option<u32>),
+    ) -> Option<usize> {
         loop {
             match self.lookup(t, key) {
                 Found::Missing(leaf, version) => {
                     // §4.6: the key must still be missing at commit.
                     self.c.st.node_set.push(NodeEntry { leaf, version });
-                    return Ok(None);
+                    return None;
                 }
                 Found::Record(p) => {
                     // SAFETY: reachable from the tree while pinned.
@@ -695,7 +679,7 @@ impl<'w> Transaction<'w> {
                     let st = &mut self.c.st;
                     let key_at = st.push_bytes(key);
                     let at = st.arena.len();
-                    let (tid, from) = rec.read_field_at(&mut st.arena, at, &field);
+                    let (tid, from) = read(rec, &mut st.arena, at);
                     if self.c.profiling {
                         self.c.prof.record += ticks() - t0;
                     }
@@ -707,21 +691,21 @@ impl<'w> Transaction<'w> {
                     st.read_set.push(ReadEntry { rec: p, tid });
                     if tid.is_absent() {
                         st.arena.truncate(key_at.0 as usize);
-                        return Ok(None);
+                        return None;
                     }
-                    let value = (at as u32, (st.arena.len() - at) as u32);
-                    let r = f(&mut st.arena[at..]);
-                    st.patches = true;
+                    let kind = from.map_or(WriteKind::Existing, WriteKind::Patch);
+                    st.patches |= from.is_some();
                     st.push_write(WriteEntry {
                         table: t,
                         rec: p,
-                        kind: WriteKind::Patch(from as u32),
+                        kind,
                         key: key_at,
-                        value: Some(value),
-                        locked: tid,
+                        value: Some((at as u32, (st.arena.len() - at) as u32)),
+                        // A patch keeps the word its read found.
+                        locked: if from.is_some() { tid } else { Tid::default() },
                         hash: key_hash(t, key),
                     });
-                    return Ok(Some(r));
+                    return Some(at);
                 }
             }
         }
