@@ -278,6 +278,56 @@ impl<'a, T: Tx> RecTx<'a, T> {
     }
 }
 
+impl<T: Tx> RecTx<'_, T> {
+    /// `update` (`field` `None`) or `update_field`, through the protocol's
+    /// own, so that the checker sees the path a design takes for it: the
+    /// old version id is read from the bytes the design hands over and
+    /// the new one written over it. A field update asks the design for
+    /// the version id and everything up to the field's end (the bytes
+    /// between go through unchanged).
+    fn update_recorded<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: Option<Range<usize>>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        let k = check_key(t, key)?;
+        let v = self.next_version()?;
+        let (mut f, mut out, mut old, mut bad) = (Some(f), None, None, None);
+        let change = |val: &mut [u8]| match version_of(val) {
+            Ok(o) => {
+                old = Some(o);
+                val[..HEADER].copy_from_slice(&v.to_be_bytes());
+                let rest = &mut val[HEADER..];
+                let r = field.as_ref().map_or(0..rest.len(), |fd| {
+                    granary_api::field_within(fd, rest.len())
+                });
+                out = f.take().map(|f| f(&mut rest[r]));
+            }
+            Err(e) => bad = Some(e),
+        };
+        let found = match &field {
+            None => self.tx.update(t, key, change)?,
+            Some(fd) => {
+                let upto = 0..fd.end.saturating_add(HEADER);
+                self.tx.update_field(t, key, upto, change)?
+            }
+        };
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        self.a.txn.ops.push(Op::Read {
+            key: k,
+            version: old,
+        });
+        if found.is_some() {
+            self.a.txn.ops.push(Op::Write { key: k, version: v });
+        }
+        Ok(out)
+    }
+}
+
 impl<T: Tx> Tx for RecTx<'_, T> {
     // Hints read nothing for the transaction: passed on, not recorded (so
     // that the checker covers the lookups they steer).
@@ -325,31 +375,7 @@ impl<T: Tx> Tx for RecTx<'_, T> {
         key: &[u8],
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        // Through the protocol's own `update`, so that the checker sees
-        // the path a design takes for it: the old version id is read from
-        // the copy, the new one written over it.
-        let k = check_key(t, key)?;
-        let v = self.next_version()?;
-        let (mut f, mut out, mut old, mut bad) = (Some(f), None, None, None);
-        let found = self.tx.update(t, key, |val| match version_of(val) {
-            Ok(o) => {
-                old = Some(o);
-                val[..HEADER].copy_from_slice(&v.to_be_bytes());
-                out = f.take().map(|f| f(&mut val[HEADER..]));
-            }
-            Err(e) => bad = Some(e),
-        })?;
-        if let Some(e) = bad {
-            return Err(e);
-        }
-        self.a.txn.ops.push(Op::Read {
-            key: k,
-            version: old,
-        });
-        if found.is_some() {
-            self.a.txn.ops.push(Op::Write { key: k, version: v });
-        }
-        Ok(out)
+        self.update_recorded(t, key, None, f)
     }
 
     fn update_field<R>(
@@ -359,37 +385,7 @@ impl<T: Tx> Tx for RecTx<'_, T> {
         field: Range<usize>,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        // Through the protocol's own `update_field`, as `update` above: the
-        // field taken is the version id and everything up to the caller's
-        // field's end, so the old id is read and the new one written with
-        // the field (the bytes between go through unchanged).
-        let k = check_key(t, key)?;
-        let v = self.next_version()?;
-        let end = field.end.saturating_add(HEADER);
-        let (mut f, mut out, mut old, mut bad) = (Some(f), None, None, None);
-        let found = self
-            .tx
-            .update_field(t, key, 0..end, |val| match version_of(val) {
-                Ok(o) => {
-                    old = Some(o);
-                    val[..HEADER].copy_from_slice(&v.to_be_bytes());
-                    let r = granary_api::field_within(&field, val.len() - HEADER);
-                    let r = r.start + HEADER..r.end + HEADER;
-                    out = f.take().map(|f| f(&mut val[r]));
-                }
-                Err(e) => bad = Some(e),
-            })?;
-        if let Some(e) = bad {
-            return Err(e);
-        }
-        self.a.txn.ops.push(Op::Read {
-            key: k,
-            version: old,
-        });
-        if found.is_some() {
-            self.a.txn.ops.push(Op::Write { key: k, version: v });
-        }
-        Ok(out)
+        self.update_recorded(t, key, Some(field), f)
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
