@@ -718,9 +718,9 @@ impl<'w> Transaction<'w> {
     /// commit anyway and is doomed now, with Phase 2's reason.
     fn fill_patch(&mut self, i: usize) -> Result<(), TxError> {
         let st = &mut self.c.st;
-        if !matches!(st.write_set[i].kind, WriteKind::Patch(_)) {
+        let WriteKind::Patch(from) = st.write_set[i].kind else {
             return Ok(());
-        }
+        };
         // SAFETY: reachable while pinned.
         let rec = unsafe { &*st.write_set[i].rec };
         let at = st.arena.len();
@@ -729,7 +729,7 @@ impl<'w> Transaction<'w> {
             st.arena.truncate(at);
             return Err(self.doom(AbortReason::ReadValidation));
         }
-        patch_over(st, i, at);
+        patch_over(st, i, from, at);
         Ok(())
     }
 
@@ -1115,11 +1115,11 @@ impl<'w> Transaction<'w> {
             // its record's value with the patch over it. The records are
             // locked by us and validated, so a plain copy is consistent.
             for i in 0..st.write_set.len() {
-                if let WriteKind::Patch(_) = st.write_set[i].kind {
+                if let WriteKind::Patch(from) = st.write_set[i].kind {
                     let at = st.arena.len();
                     // SAFETY: write-set records are reachable (pinned).
                     unsafe { &*st.write_set[i].rec }.load_prefix_at(&mut st.arena, at, usize::MAX);
-                    patch_over(st, i, at);
+                    patch_over(st, i, from, at);
                 }
             }
         }
@@ -1367,14 +1367,13 @@ impl Install for Phase3<'_> {
     }
 }
 
-/// Lay write-set entry `i`'s patch (a [`WriteKind::Patch`]) over the
-/// record's value, which the caller has just copied to the arena's end
-/// (from `at`), and make that the entry's whole new value.
-fn patch_over(st: &mut TxState, i: usize, at: usize) {
+/// Lay write-set entry `i`'s patch (a [`WriteKind::Patch`] of the bytes
+/// from `from` on) over the record's value, which the caller has just
+/// copied to the arena's end (from `at`), and make that the entry's whole
+/// new value.
+fn patch_over(st: &mut TxState, i: usize, from: u32, at: usize) {
     let w = &mut st.write_set[i];
-    let WriteKind::Patch(from) = w.kind else {
-        unreachable!("only patches are laid over a value")
-    };
+    debug_assert_eq!(w.kind, WriteKind::Patch(from));
     let (ps, pn) = w.value.expect("a patch has bytes");
     let (ps, pn, from) = (ps as usize, pn as usize, from as usize);
     st.arena.copy_within(ps..ps + pn, at + from);
