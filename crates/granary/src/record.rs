@@ -398,25 +398,8 @@ impl Record {
     /// [`Record::load_prefix_at`]).
     #[inline]
     pub fn read_prefix_at(&self, out: &mut Vec<u8>, at: usize, max: usize) -> Tid {
-        loop {
-            let t1 = self.stable_tid();
-            if t1.is_absent() {
-                out.truncate(at);
-                // Absent records carry no value; re-check nothing changed.
-                fence(Ordering::Acquire);
-                if self.tid.load(Ordering::Relaxed) == t1.0 {
-                    return t1;
-                }
-                continue;
-            }
-            self.load_prefix_at(out, at, max);
-            // Acquire fence: the copy happens before the re-check; pairs with
-            // the Release fence after locking in `lock`.
-            fence(Ordering::Acquire);
-            if self.tid.load(Ordering::Relaxed) == t1.0 {
-                return t1;
-            }
-        }
+        self.read_with(out, at, |rec, out| rec.load_prefix_at(out, at, max))
+            .0
     }
 
     /// As [`Record::read_prefix_at`], for the value's bytes `field` (see
@@ -430,18 +413,34 @@ impl Record {
         at: usize,
         field: &Range<usize>,
     ) -> (Tid, usize) {
+        self.read_with(out, at, |rec, out| rec.load_field_at(out, at, field))
+    }
+
+    /// The seqlock read (§4.5) both reads share: `load` copies some of the
+    /// value to `out` after its first `at` bytes, between a stable TID
+    /// word and its re-check, until the two agree. An absent record
+    /// carries no value: `out` keeps its first `at` bytes and `load`'s
+    /// result is its default.
+    #[inline(always)]
+    fn read_with<T: Default>(
+        &self,
+        out: &mut Vec<u8>,
+        at: usize,
+        load: impl Fn(&Record, &mut Vec<u8>) -> T,
+    ) -> (Tid, T) {
         loop {
             let t1 = self.stable_tid();
-            let from = if t1.is_absent() {
+            let got = if t1.is_absent() {
                 out.truncate(at);
-                0
+                T::default()
             } else {
-                self.load_field_at(out, at, field)
+                load(self, out)
             };
-            // As in `read_prefix_at`.
+            // Acquire fence: the copy happens before the re-check; pairs with
+            // the Release fence after locking in `lock`.
             fence(Ordering::Acquire);
             if self.tid.load(Ordering::Relaxed) == t1.0 {
-                return (t1, from);
+                return (t1, got);
             }
         }
     }

@@ -628,39 +628,21 @@ impl Body for YcsbTxn {
                 let short = |n: usize| TxError::user(format!("YCSB key {k}: value of {n} bytes"));
                 if write && kind == WriteKind::RmwGetPut {
                     let v = tx.get(t, key)?.ok_or_else(missing)?;
-                    if v.len() < 8 {
-                        return Err(short(v.len()));
-                    }
-                    let c = value_counter(v).wrapping_add(1);
                     self.buf.clear();
                     self.buf.extend_from_slice(v);
-                    self.buf[..8].copy_from_slice(&c.to_le_bytes());
+                    bump_counter(&mut self.buf).map_err(short)?;
                     tx.put(t, key, &self.buf)?;
                     rmws += 1;
                     continue;
                 }
-                if write && kind == WriteKind::RmwField {
-                    let bumped = tx.update_field(t, key, COUNTER, |v| {
-                        let Ok(c) = <[u8; 8]>::try_from(&*v) else {
-                            return Err(v.len());
-                        };
-                        v.copy_from_slice(&u64::from_le_bytes(c).wrapping_add(1).to_le_bytes());
-                        Ok(())
-                    })?;
-                    bumped.ok_or_else(missing)?.map_err(short)?;
-                    rmws += 1;
-                    continue;
-                }
                 if write {
-                    // One copy: the design's read-modify-write.
-                    let bumped = tx.update(t, key, |v| {
-                        if v.len() < 8 {
-                            return Err(v.len());
-                        }
-                        let c = value_counter(v).wrapping_add(1);
-                        v[..8].copy_from_slice(&c.to_le_bytes());
-                        Ok(())
-                    })?;
+                    // The design's read-modify-write: the whole value (one
+                    // copy), or the counter alone.
+                    let bumped = if kind == WriteKind::RmwField {
+                        tx.update_field(t, key, COUNTER, bump_counter)?
+                    } else {
+                        tx.update(t, key, bump_counter)?
+                    };
                     bumped.ok_or_else(missing)?.map_err(short)?;
                     rmws += 1;
                     continue;
@@ -679,6 +661,16 @@ impl Body for YcsbTxn {
 
 /// Where a value's counter lies, which a read-modify-write bumps.
 const COUNTER: std::ops::Range<usize> = 0..8;
+
+/// Add one to the counter that starts `v`; `Err(v.len())` if `v` is too
+/// short to hold it.
+fn bump_counter(v: &mut [u8]) -> Result<(), usize> {
+    let n = v.len();
+    let c = v.get_mut(COUNTER).ok_or(n)?;
+    let next = u64::from_le_bytes((&*c).try_into().expect("8 bytes")).wrapping_add(1);
+    c.copy_from_slice(&next.to_le_bytes());
+    Ok(())
+}
 
 fn value_counter(v: &[u8]) -> u64 {
     u64::from_le_bytes(v[..8].try_into().expect("values have at least 8 bytes"))
