@@ -7,6 +7,8 @@
 //! place, as in Silo's TPC-C. Money is integer cents; rates (tax,
 //! discount) are integer basis points (1/10 000).
 
+use std::ops::Range;
+
 use granary_api::TxError;
 
 /// A fixed-capacity string field.
@@ -64,16 +66,26 @@ impl<const N: usize> Str<N> {
 
 /// A field of a fixed-layout row.
 pub trait Field: Sized {
+    /// The field's encoded size: every value of the type has it.
+    const WIDTH: usize;
     fn put(&self, out: &mut Vec<u8>);
     fn get(b: &mut &[u8]) -> Option<Self>;
+    /// Overwrite the first [`Field::WIDTH`] bytes of `out` (at least that
+    /// long) with the encoding [`Field::put`] appends.
+    fn put_into(&self, out: &mut [u8]);
 }
 
 macro_rules! int_field {
     ($($t:ty),*) => {$(
         impl Field for $t {
+            const WIDTH: usize = std::mem::size_of::<$t>();
             #[inline]
             fn put(&self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
+            }
+            #[inline]
+            fn put_into(&self, out: &mut [u8]) {
+                out[..Self::WIDTH].copy_from_slice(&self.to_le_bytes());
             }
             #[inline]
             fn get(b: &mut &[u8]) -> Option<Self> {
@@ -88,10 +100,16 @@ macro_rules! int_field {
 int_field!(u8, u16, u32, u64, i64);
 
 impl<const N: usize> Field for Str<N> {
+    const WIDTH: usize = 2 + N;
     #[inline]
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.len.to_le_bytes());
         out.extend_from_slice(&self.bytes);
+    }
+    #[inline]
+    fn put_into(&self, out: &mut [u8]) {
+        self.len.put_into(out);
+        out[2..2 + N].copy_from_slice(&self.bytes);
     }
     #[inline]
     fn get(b: &mut &[u8]) -> Option<Self> {
@@ -100,6 +118,37 @@ impl<const N: usize> Field for Str<N> {
         *b = t;
         (len as usize <= N).then_some(Str { len, bytes: *h })
     }
+}
+
+/// The field of type `F` at bytes `part` of a row, read from `bytes`, which
+/// hold the row's bytes from `from` on (an update's field: see
+/// [`Tx::update_field`](granary_api::Tx::update_field)). `None` if `bytes`
+/// end before the field does.
+#[inline]
+pub fn get_in<F: Field>(bytes: &[u8], from: usize, part: Range<usize>) -> Option<F> {
+    let mut b = bytes.get(part.start.checked_sub(from)?..part.end - from)?;
+    F::get(&mut b)
+}
+
+/// Write `v` as the field at bytes `part` of a row into `bytes`, which
+/// hold the row's bytes from `from` on. `None` (and nothing written) if
+/// `bytes` end before the field does.
+#[inline]
+pub fn put_in<F: Field>(bytes: &mut [u8], from: usize, part: Range<usize>, v: &F) -> Option<()> {
+    let b = bytes.get_mut(part.start.checked_sub(from)?..part.end - from)?;
+    (b.len() == F::WIDTH).then(|| v.put_into(b))
+}
+
+/// Each field's bytes in the encoded row, as associated consts named after
+/// the fields (`Customer::balance` is C_BALANCE's byte range).
+macro_rules! spans {
+    ($at:expr;) => {};
+    ($at:expr; $f:ident : $t:ty $(, $rf:ident : $rt:ty)*) => {
+        #[allow(non_upper_case_globals)]
+        #[doc = concat!("The bytes of `", stringify!($f), "` in the encoded row.")]
+        pub const $f: Range<usize> = $at..$at + <$t as Field>::WIDTH;
+        spans!($at + <$t as Field>::WIDTH; $($rf : $rt),*);
+    };
 }
 
 /// A row that cannot be decoded: the table holds something else.
@@ -114,6 +163,8 @@ macro_rules! row {
         pub struct $name { $(pub $f: $t),* }
 
         impl $name {
+            spans!(0; $($f : $t),*);
+
             /// Encode into `out` (cleared first).
             #[inline]
             pub fn encode(&self, out: &mut Vec<u8>) {
@@ -277,24 +328,56 @@ row!(
 
 /// `order(q, remote)` on the rows with S_QUANTITY, S_YTD, S_ORDER_CNT and
 /// S_REMOTE_CNT: new-order's change for `q` items (clause 2.4.2.2),
-/// `remote` if another warehouse supplies them.
+/// `remote` if another warehouse supplies them; `order_in` makes it on the
+/// encoded row's four fields alone.
 macro_rules! order_stock {
     ($($row:ty),*) => {$(
         impl $row {
             /// Order `q` items from this stock (clause 2.4.2.2).
             pub fn order(&mut self, q: u32, remote: bool) {
-                self.quantity = if self.quantity >= q + 10 {
-                    self.quantity - q
-                } else {
-                    self.quantity + 91 - q
-                };
-                self.ytd += q as u64;
-                self.order_cnt += 1;
-                self.remote_cnt += remote as u32;
+                order_counts(
+                    (&mut self.quantity, &mut self.ytd),
+                    (&mut self.order_cnt, &mut self.remote_cnt),
+                    q,
+                    remote,
+                );
+            }
+
+            /// [`Self::order`] on the encoded row's bytes from `from` on
+            /// (through S_REMOTE_CNT at least), changing those four fields
+            /// and nothing else. `None` if the bytes end too soon.
+            pub fn order_in(b: &mut [u8], from: usize, q: u32, remote: bool) -> Option<()> {
+                let mut quantity = get_in::<u32>(b, from, Self::quantity)?;
+                let mut ytd = get_in::<u64>(b, from, Self::ytd)?;
+                let mut order_cnt = get_in::<u32>(b, from, Self::order_cnt)?;
+                let mut remote_cnt = get_in::<u32>(b, from, Self::remote_cnt)?;
+                order_counts((&mut quantity, &mut ytd), (&mut order_cnt, &mut remote_cnt), q, remote);
+                put_in(b, from, Self::quantity, &quantity)?;
+                put_in(b, from, Self::ytd, &ytd)?;
+                put_in(b, from, Self::order_cnt, &order_cnt)?;
+                put_in(b, from, Self::remote_cnt, &remote_cnt)
             }
         }
     )*};
 }
+
+/// Clause 2.4.2.2's stock change for `q` items.
+fn order_counts(
+    (quantity, ytd): (&mut u32, &mut u64),
+    (order_cnt, remote_cnt): (&mut u32, &mut u32),
+    q: u32,
+    remote: bool,
+) {
+    *quantity = if *quantity >= q + 10 {
+        *quantity - q
+    } else {
+        *quantity + 91 - q
+    };
+    *ytd += q as u64;
+    *order_cnt += 1;
+    *remote_cnt += remote as u32;
+}
+
 order_stock!(Stock, StockHot);
 
 impl StockData {
@@ -318,6 +401,12 @@ impl StockData {
 }
 
 impl Stock {
+    /// The bytes of S_DIST_`d` (1-based) in the encoded row.
+    pub fn dist_span(d: u8) -> Range<usize> {
+        let at = Self::dist.start + (d.saturating_sub(1) as usize) * <Str<24> as Field>::WIDTH;
+        at..at + <Str<24> as Field>::WIDTH
+    }
+
     /// The bytes [`Stock::quantity_of`] needs: S_QUANTITY is the first
     /// field (of [`StockHot`] too).
     pub const QUANTITY_BYTES: usize = std::mem::size_of::<u32>();
@@ -335,9 +424,15 @@ impl Stock {
 }
 
 impl<T: Field + Default + Copy, const N: usize> Field for [T; N] {
+    const WIDTH: usize = N * T::WIDTH;
     fn put(&self, out: &mut Vec<u8>) {
         for x in self {
             x.put(out);
+        }
+    }
+    fn put_into(&self, out: &mut [u8]) {
+        for (x, o) in self.iter().zip(out.chunks_mut(T::WIDTH)) {
+            x.put_into(o);
         }
     }
     fn get(b: &mut &[u8]) -> Option<Self> {
@@ -507,6 +602,106 @@ mod tests {
         let c = Customer::default();
         c.encode(&mut buf);
         assert!(buf.len() > 600, "full-width customer row: {}", buf.len());
+    }
+
+    /// Each field's span is where `encode` puts it: a field read at its
+    /// span (from a slice that starts anywhere before it) is the field,
+    /// one written there decodes as written, and the spans tile the row.
+    #[test]
+    fn field_spans_are_where_encode_puts_them() {
+        let mut buf = Vec::new();
+        let c = Customer {
+            last: Str::new(b"BARBARBAR"),
+            balance: -1_234_567,
+            ytd_payment: 99,
+            payment_cnt: 7,
+            delivery_cnt: 3,
+            data: Str::new(b"x"),
+            ..Customer::default()
+        };
+        c.encode(&mut buf);
+        assert_eq!(Customer::first.start, 0);
+        assert_eq!(Customer::data.end, buf.len(), "the spans tile the row");
+        let from = Customer::balance.start;
+        let part = &mut buf[from..Customer::delivery_cnt.end];
+        assert_eq!(
+            get_in::<i64>(part, from, Customer::balance),
+            Some(c.balance)
+        );
+        assert_eq!(get_in::<u32>(part, from, Customer::delivery_cnt), Some(3));
+        assert_eq!(get_in::<u32>(part, from, Customer::payment_cnt), Some(7));
+        // Outside the slice: before it, or past its end.
+        assert_eq!(get_in::<Str<16>>(part, from, Customer::last), None);
+        assert_eq!(get_in::<Str<500>>(part, from, Customer::data), None);
+        assert_eq!(
+            put_in(part, from, Customer::data, &Str::<500>::new(b"y")),
+            None
+        );
+        put_in(part, from, Customer::delivery_cnt, &4u32).unwrap();
+        let back = Customer::decode(&buf).unwrap();
+        assert_eq!(back.delivery_cnt, 4);
+        assert_eq!(
+            Customer {
+                delivery_cnt: 4,
+                ..c
+            },
+            back
+        );
+
+        let l = OrderLine {
+            i_id: 5,
+            delivery_d: 11,
+            quantity: 3,
+            amount: 4_200,
+            dist_info: Str::new(b"info"),
+            ..OrderLine::default()
+        };
+        l.encode(&mut buf);
+        assert_eq!(OrderLine::dist_info.end, buf.len());
+        assert_eq!(get_in::<i64>(&buf, 0, OrderLine::amount), Some(4_200));
+        assert_eq!(get_in::<u64>(&buf, 0, OrderLine::delivery_d), Some(11));
+
+        let d = District {
+            tax: 1_500,
+            ytd: 3,
+            next_o_id: 3_001,
+            ..District::default()
+        };
+        d.encode(&mut buf);
+        assert_eq!(District::next_o_id.end, buf.len());
+        assert_eq!(get_in::<u32>(&buf, 0, District::tax), Some(1_500));
+        assert_eq!(get_in::<u32>(&buf, 0, District::next_o_id), Some(3_001));
+
+        // `order_in` on the bytes is `order` on the row, for both layouts.
+        let mut s = Stock {
+            quantity: 12,
+            ytd: 5,
+            order_cnt: 1,
+            data: Str::new(b"ORIGINAL"),
+            ..Stock::default()
+        };
+        s.dist[4] = Str::new(b"fifth");
+        s.encode(&mut buf);
+        assert_eq!(Stock::data.end, buf.len());
+        assert_eq!(
+            get_in::<Str<24>>(&buf, 0, Stock::dist_span(5)),
+            Some(s.dist[4])
+        );
+        Stock::order_in(&mut buf, 0, 5, true).unwrap();
+        s.order(5, true);
+        assert_eq!(Stock::decode(&buf).unwrap(), s);
+        let mut hot = StockHot {
+            quantity: 50,
+            ytd: 0,
+            order_cnt: 0,
+            remote_cnt: 0,
+        };
+        hot.encode(&mut buf);
+        assert_eq!(StockHot::remote_cnt.end, buf.len());
+        StockHot::order_in(&mut buf, 0, 9, false).unwrap();
+        hot.order(9, false);
+        assert_eq!(StockHot::decode(&buf).unwrap(), hot);
+        assert_eq!(StockHot::order_in(&mut buf[..19], 0, 1, false), None);
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use granary_api::{Body, Declared, Engine, Error, Procedure, ReadOnly, Tx, TxError, TxRunner};
 
 use super::rows::{
-    corrupt, key, Customer, District, History, Item, NewOrder, Order, OrderLine, Stock, StockData,
-    StockHot, Str, Warehouse,
+    corrupt, get_in, key, put_in, Customer, District, History, Item, NewOrder, Order, OrderLine,
+    Stock, StockData, StockHot, Str, Warehouse,
 };
 use super::{
     last_name_str, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID,
@@ -218,11 +218,26 @@ impl TpccTxn {
             "warehouse",
         )?;
         let dk = key::district(w, d);
-        let mut dist = get_row(tx, t.district, &dk, District::decode, "district")?;
-        let o = match fast_id {
-            Some(o) => o,
+        let tax = |b: &[u8]| get_in::<u32>(b, 0, District::tax).ok_or_else(|| corrupt("district"));
+        let (d_tax, o) = match fast_id {
+            Some(o) => (get_row(tx, t.district, &dk, tax, "district")?, o),
             None => {
-                let o = dist.next_o_id;
+                // D_TAX and D_NEXT_O_ID as one field: D_YTD lies between
+                // them, and the rest of the row is not copied.
+                let span = District::tax.start..District::next_o_id.end;
+                let (d_tax, o) = tx
+                    .update_field(t.district, &dk, span.clone(), |b| {
+                        let tax = get_in::<u32>(b, span.start, District::tax)?;
+                        let o = get_in::<u32>(b, span.start, District::next_o_id)?;
+                        // A stale or exhausted id is not taken (the
+                        // transaction fails below, so nothing is written).
+                        if predicted.is_none_or(|p| p == o) && o <= key::MAX_ORDER_ID {
+                            put_in(b, span.start, District::next_o_id, &(o + 1))?;
+                        }
+                        Some((tax, o))
+                    })?
+                    .flatten()
+                    .ok_or_else(|| corrupt("district"))?;
                 if predicted.is_some_and(|p| p != o) {
                     // OLLP: the order id reconnaissance predicted was
                     // taken; nothing is written.
@@ -235,10 +250,7 @@ impl TpccTxn {
                         key::MAX_ORDER_ID
                     ))));
                 }
-                dist.next_o_id += 1;
-                dist.encode(buf);
-                tx.put(t.district, &dk, buf)?;
-                o
+                (d_tax, o)
             }
         };
         let cust = get_row(
@@ -273,20 +285,23 @@ impl TpccTxn {
             let dist_info = if let Some(sd) = t.stock_data {
                 // Split as Silo's tpcc.cc splits it: the 20 bytes that
                 // change are written; S_DIST_xx is read from the rest.
-                let mut st = get_row(tx, t.stock, &sk, StockHot::decode, "stock")?;
-                st.order(q, remote);
-                st.encode(buf);
-                tx.put(t.stock, &sk, buf)?;
+                let hot = 0..StockHot::remote_cnt.end;
+                tx.update_field(t.stock, &sk, hot, |b| StockHot::order_in(b, 0, q, remote))?
+                    .flatten()
+                    .ok_or_else(|| corrupt("stock"))?;
                 match tx.read_prefix(sd, &sk, StockData::dist_bytes(d))? {
                     Some(v) => StockData::dist_of(v, d)?,
                     None => return Err(corrupt("stock_data")),
                 }
             } else {
-                let mut st = get_row(tx, t.stock, &sk, Stock::decode, "stock")?;
-                st.order(q, remote);
-                st.encode(buf);
-                tx.put(t.stock, &sk, buf)?;
-                st.dist[d as usize - 1]
+                // Everything up to S_DATA, which new-order does not read.
+                let upto = 0..Stock::remote_cnt.end;
+                tx.update_field(t.stock, &sk, upto, |b| {
+                    Stock::order_in(b, 0, q, remote)?;
+                    get_in::<Str<24>>(b, 0, Stock::dist_span(d))
+                })?
+                .flatten()
+                .ok_or_else(|| corrupt("stock"))?
             };
             let amount = q as i64 * item.price;
             total += amount;
@@ -302,8 +317,7 @@ impl TpccTxn {
             tx.insert(t.order_line, &key::order_line(w, d, o, n as u8 + 1), buf)?;
         }
         // The total the terminal would display (clause 2.4.3.3).
-        let _ =
-            total * (10_000 - cust.discount as i64) * (10_000 + wh.tax as i64 + dist.tax as i64);
+        let _ = total * (10_000 - cust.discount as i64) * (10_000 + wh.tax as i64 + d_tax as i64);
         Ok(())
     }
 
@@ -407,20 +421,27 @@ impl TpccTxn {
             order.encode(buf);
             tx.put(t.order, &ok, buf)?;
             let mut sum = 0;
+            // OL_DELIVERY_D and OL_AMOUNT, and C_BALANCE and C_DELIVERY_CNT,
+            // are changed as fields: the rest of each row is not copied.
+            let line = OrderLine::delivery_d.start..OrderLine::amount.end;
             for n in 1..=order.ol_cnt {
                 let lk = key::order_line(w, d, o, n);
-                let mut line = get_row(tx, t.order_line, &lk, OrderLine::decode, "order_line")?;
-                sum += line.amount;
-                line.delivery_d = date;
-                line.encode(buf);
-                tx.put(t.order_line, &lk, buf)?;
+                let amount = tx.update_field(t.order_line, &lk, line.clone(), |b| {
+                    put_in(b, line.start, OrderLine::delivery_d, &date)?;
+                    get_in::<i64>(b, line.start, OrderLine::amount)
+                })?;
+                sum += amount.flatten().ok_or_else(|| corrupt("order_line"))?;
             }
             let ck = key::customer(w, d, order.c_id);
-            let mut cust = get_row(tx, t.customer, &ck, Customer::decode, "customer")?;
-            cust.balance += sum;
-            cust.delivery_cnt += 1;
-            cust.encode(buf);
-            tx.put(t.customer, &ck, buf)?;
+            let cust = Customer::balance.start..Customer::delivery_cnt.end;
+            tx.update_field(t.customer, &ck, cust.clone(), |b| {
+                let balance = get_in::<i64>(b, cust.start, Customer::balance)?;
+                let count = get_in::<u32>(b, cust.start, Customer::delivery_cnt)?;
+                put_in(b, cust.start, Customer::balance, &(balance + sum))?;
+                put_in(b, cust.start, Customer::delivery_cnt, &(count + 1))
+            })?
+            .flatten()
+            .ok_or_else(|| corrupt("customer"))?;
         }
         Ok(found)
     }
