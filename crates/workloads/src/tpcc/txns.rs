@@ -339,34 +339,61 @@ impl TpccTxn {
         };
         let t = &self.t;
         let buf = &mut self.buf;
+        // The warehouse's and district's names and year-to-date sums, and
+        // the customer's credit and payment columns, are read and changed
+        // as fields; C_DATA only for a bad-credit customer.
         let wk = key::warehouse(w);
-        let mut wh = get_row(tx, t.warehouse, &wk, Warehouse::decode, "warehouse")?;
-        wh.ytd += amount;
-        wh.encode(buf);
-        tx.put(t.warehouse, &wk, buf)?;
+        let span = Warehouse::name.start..Warehouse::ytd.end;
+        let w_name = tx
+            .update_field(t.warehouse, &wk, span.clone(), |b| {
+                let ytd = get_in::<i64>(b, span.start, Warehouse::ytd)?;
+                put_in(b, span.start, Warehouse::ytd, &(ytd + amount))?;
+                get_in::<Str<10>>(b, span.start, Warehouse::name)
+            })?
+            .flatten()
+            .ok_or_else(|| corrupt("warehouse"))?;
         let dk = key::district(w, d);
-        let mut dist = get_row(tx, t.district, &dk, District::decode, "district")?;
-        dist.ytd += amount;
-        dist.encode(buf);
-        tx.put(t.district, &dk, buf)?;
+        let span = District::name.start..District::ytd.end;
+        let d_name = tx
+            .update_field(t.district, &dk, span.clone(), |b| {
+                let ytd = get_in::<i64>(b, span.start, District::ytd)?;
+                put_in(b, span.start, District::ytd, &(ytd + amount))?;
+                get_in::<Str<10>>(b, span.start, District::name)
+            })?
+            .flatten()
+            .ok_or_else(|| corrupt("district"))?;
         let c = customer_id(tx, t, c_w, c_d, sel, &mut self.ids)?;
         if predicted.is_some_and(|p| p != c) {
             self.found = c;
             return Err(TxError::Failed(Error::StalePlan("payment's customer")));
         }
         let ck = key::customer(c_w, c_d, c);
-        let mut cust = get_row(tx, t.customer, &ck, Customer::decode, "customer")?;
-        cust.balance -= amount;
-        cust.ytd_payment += amount;
-        cust.payment_cnt += 1;
-        if cust.credit.as_bytes() == b"BC" {
-            let mut data = format!("{c} {c_d} {c_w} {d} {w} {amount} ").into_bytes();
-            data.extend_from_slice(cust.data.as_bytes());
-            cust.data = Str::new(&data);
+        let span = Customer::credit.start..Customer::payment_cnt.end;
+        let credit = tx
+            .update_field(t.customer, &ck, span.clone(), |b| {
+                let at = span.start;
+                let balance = get_in::<i64>(b, at, Customer::balance)?;
+                let ytd = get_in::<i64>(b, at, Customer::ytd_payment)?;
+                let count = get_in::<u32>(b, at, Customer::payment_cnt)?;
+                put_in(b, at, Customer::balance, &(balance - amount))?;
+                put_in(b, at, Customer::ytd_payment, &(ytd + amount))?;
+                put_in(b, at, Customer::payment_cnt, &(count + 1))?;
+                get_in::<Str<2>>(b, at, Customer::credit)
+            })?
+            .flatten()
+            .ok_or_else(|| corrupt("customer"))?;
+        if credit.as_bytes() == b"BC" {
+            let at = Customer::data.start;
+            tx.update_field(t.customer, &ck, Customer::data, |b| {
+                let old = get_in::<Str<500>>(b, at, Customer::data)?;
+                let mut data = format!("{c} {c_d} {c_w} {d} {w} {amount} ").into_bytes();
+                data.extend_from_slice(old.as_bytes());
+                put_in(b, at, Customer::data, &Str::<500>::new(&data))
+            })?
+            .flatten()
+            .ok_or_else(|| corrupt("customer"))?;
         }
-        cust.encode(buf);
-        tx.put(t.customer, &ck, buf)?;
-        let hdata = Str::concat(&[wh.name.as_bytes(), b"    ", dist.name.as_bytes()]);
+        let hdata = Str::concat(&[w_name.as_bytes(), b"    ", d_name.as_bytes()]);
         History {
             c_id: c,
             c_d_id: c_d,
