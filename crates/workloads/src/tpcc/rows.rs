@@ -518,6 +518,11 @@ pub mod key {
         Some(u32::from_be_bytes(k.get(36..40)?.try_into().ok()?))
     }
 
+    /// The customer id of a [`customer`] key.
+    pub fn customer_id(k: &[u8]) -> Option<u32> {
+        unpack(k, 18, 12)
+    }
+
     /// ORDER and NEW-ORDER: (w, d, o).
     #[inline]
     pub fn order(w: u32, d: u8, o: u32) -> [u8; 8] {
@@ -718,6 +723,7 @@ mod tests {
             key::order_id(&key::order_line(77, 9, 123_456, 3)),
             Some(123_456)
         );
+        assert_eq!(key::customer_id(&key::customer(77, 9, 2_999)), Some(2_999));
         assert_eq!(
             key::order_id(&key::order(10_000, 10, key::MAX_ORDER_ID)),
             Some(key::MAX_ORDER_ID)

@@ -1,5 +1,5 @@
-//! TPC-C consistency conditions (clause 3.3.2.1–3.3.2.7), checked on the
-//! final state, one transaction per district.
+//! TPC-C consistency conditions (clause 3.3.2.1–3.3.2.7 and 3.3.2.12),
+//! checked on the final state, one transaction per district.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -8,7 +8,7 @@ use granary_api::{Engine, Error, Tx, TxError};
 
 use crate::driver::run_until_committed;
 
-use super::rows::{key, District, Order, OrderLine, Warehouse};
+use super::rows::{get_in, key, Customer, District, Order, OrderLine, Warehouse};
 use super::{Tpcc, DISTRICTS};
 
 /// What one district's scan found.
@@ -21,6 +21,10 @@ struct DistrictState {
     new_orders: Vec<u32>,
     /// o_id → (lines, lines with null delivery date)
     lines: BTreeMap<u32, (u32, u32)>,
+    /// c_id → Σ OL_AMOUNT of the customer's delivered lines.
+    delivered: BTreeMap<u32, i64>,
+    /// c_id → C_BALANCE + C_YTD_PAYMENT.
+    paid: BTreeMap<u32, i64>,
 }
 
 fn district_state<T: Tx>(tx: &mut T, tpcc: &Tpcc, w: u32, d: u8) -> Result<DistrictState, TxError> {
@@ -34,6 +38,8 @@ fn district_state<T: Tx>(tx: &mut T, tpcc: &Tpcc, w: u32, d: u8) -> Result<Distr
     s.next_o_id = dist.next_o_id;
     let (lo, hi) = (key::order(w, d, 0), key::order(w, d, key::MAX_ORDER_ID));
     let mut bad = None;
+    // o_id → O_C_ID.
+    let mut owner = BTreeMap::new();
     tx.scan(
         t.order,
         Bound::Included(&lo),
@@ -44,6 +50,7 @@ fn district_state<T: Tx>(tx: &mut T, tpcc: &Tpcc, w: u32, d: u8) -> Result<Distr
             match (key::order_id(k), Order::decode(v)) {
                 (Some(o), Ok(ord)) => {
                     s.orders.insert(o, (ord.ol_cnt, ord.carrier_id == 0));
+                    owner.insert(o, ord.c_id);
                 }
                 _ => bad = Some("oorder"),
             }
@@ -80,8 +87,31 @@ fn district_state<T: Tx>(tx: &mut T, tpcc: &Tpcc, w: u32, d: u8) -> Result<Distr
                     let e = s.lines.entry(o).or_default();
                     e.0 += 1;
                     e.1 += (l.delivery_d == 0) as u32;
+                    if let (true, Some(&c)) = (l.delivery_d != 0, owner.get(&o)) {
+                        *s.delivered.entry(c).or_default() += l.amount;
+                    }
                 }
                 _ => bad = Some("order_line"),
+            }
+            true
+        },
+    )?;
+    let (clo, chi) = (key::customer(w, d, 0), key::customer(w, d, (1 << 12) - 1));
+    tx.scan(
+        t.customer,
+        Bound::Included(&clo),
+        Bound::Included(&chi),
+        usize::MAX,
+        false,
+        |k, v| {
+            let c = key::customer_id(k);
+            let b = get_in::<i64>(v, 0, Customer::balance);
+            let y = get_in::<i64>(v, 0, Customer::ytd_payment);
+            match (c, b, y) {
+                (Some(c), Some(b), Some(y)) => {
+                    s.paid.insert(c, b + y);
+                }
+                _ => bad = Some("customer"),
             }
             true
         },
@@ -157,6 +187,19 @@ fn check_district(tpcc: &Tpcc, w: u32, d: u8, s: &DistrictState, out: &mut Vec<S
             ));
             reported += 1;
         }
+    }
+    // 3.3.2.12: C_BALANCE + C_YTD_PAYMENT = Σ OL_AMOUNT of the customer's
+    // delivered lines (a payment moves money between the two; a delivery
+    // adds its lines to the balance).
+    let mismatched = s
+        .paid
+        .iter()
+        .filter(|&(c, &p)| p != s.delivered.get(c).copied().unwrap_or(0));
+    for (c, p) in mismatched.take(5) {
+        let delivered = s.delivered.get(c).copied().unwrap_or(0);
+        out.push(format!(
+            "{at} c={c}: C_BALANCE + C_YTD_PAYMENT = {p} but Σ delivered OL_AMOUNT = {delivered}"
+        ));
     }
     for &o in &s.new_orders {
         if !s.orders.contains_key(&o) {
