@@ -237,6 +237,14 @@ struct Undo {
 enum Step {
     /// A row's value overwritten in place: its old bytes.
     Overwrite { row: u64, at: u32, len: u32 },
+    /// A field of a row's value changed in place: its old bytes, which
+    /// start at byte `off` of the value.
+    Field {
+        row: u64,
+        off: u32,
+        at: u32,
+        len: u32,
+    },
     /// A key added to table `t`'s partition `p`: the key.
     Added {
         t: TableId,
@@ -525,6 +533,18 @@ impl<'r> Txn<'r> {
                     let fits = unsafe { row(r).overwrite(Some(bytes(at, len))) };
                     debug_assert!(fits);
                 }
+                Step::Field {
+                    row: r,
+                    off,
+                    at,
+                    len,
+                } => {
+                    // SAFETY: as for `Overwrite`; the value has its length
+                    // of when the field was saved (later changes were
+                    // undone first), so the field lies within it.
+                    let v = unsafe { row(r).value_mut() }.expect("rows in a tree hold a value");
+                    v[off as usize..(off + len) as usize].copy_from_slice(bytes(at, len));
+                }
                 Step::Added { t, p, at, len } => {
                     let (v, _) = tree(t, p)
                         .remove(bytes(at, len), &mut Owner)
@@ -668,6 +688,32 @@ impl Tx for Txn<'_> {
         // SAFETY: as above; the copy above is the last use of the bytes.
         let bytes = unsafe { row(v).value_mut() }.expect("rows in a tree hold a value");
         Ok(Some(f(bytes)))
+    }
+
+    fn update_field<R>(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        field: std::ops::Range<usize>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>, TxError> {
+        // As `update`, with only the field's old bytes saved for undo.
+        let (table, p) = self.map(t, key, true)?;
+        let Some(v) = table.trees[p as usize].find(key, &Owner) else {
+            return Ok(None);
+        };
+        // SAFETY: locked (checked by `map`): no one else reads or writes it.
+        let bytes = unsafe { row(v).value_mut() }.expect("rows in a tree hold a value");
+        let field = granary_api::field_within(&field, bytes.len());
+        let (at, len) = self.undo.keep(&bytes[field.clone()]);
+        let off = field.start as u32;
+        self.undo.steps.push(Step::Field {
+            row: v,
+            off,
+            at,
+            len,
+        });
+        Ok(Some(f(&mut bytes[field])))
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
