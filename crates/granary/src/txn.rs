@@ -528,9 +528,18 @@ impl<'w> Transaction<'w> {
         const MOST_LINES: usize = 32;
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
-        for &(t, k) in keys {
-            if let Ok(table) = self.shared.table(t) {
-                table.tree.prefetch(k, &pin);
+        // Point index buckets first (a tree without one has nothing to
+        // fetch before its descent).
+        for run in granary_api::table_runs(keys) {
+            if let Some(table) = self
+                .shared
+                .table(keys[run.start].0)
+                .ok()
+                .filter(|table| table.tree.has_point_index())
+            {
+                for &(_, k) in &keys[run] {
+                    table.tree.prefetch(k, &pin);
+                }
             }
         }
         for chunk in keys.chunks(WAVE) {

@@ -798,8 +798,12 @@ impl Tree {
             leaf: *const Leaf,
             v: u64,
         }
+        let none = SearchKey {
+            slice: 0,
+            bytes: &[],
+        };
         let sk: [SearchKey<'_>; N] =
-            std::array::from_fn(|i| SearchKey::new(keys.get(i).copied().unwrap_or_default()));
+            std::array::from_fn(|i| keys[..n].get(i).map_or(none, |k| SearchKey::new(k)));
         // Acquire: pairs with the Release store of a new root.
         let root = self.root.load(Ordering::Acquire) as *const Header;
         prefetch(root);
