@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use granary::{Database, Engine, Options};
 use granary_workloads::driver::{run, DriverConfig, Workload};
-use granary_workloads::tpcc::rows::{key, Order};
+use granary_workloads::tpcc::rows::{key, Customer, Order};
 use granary_workloads::tpcc::{Mix, Tpcc, TpccConfig, TYPES};
 
 fn db() -> Database {
@@ -150,6 +150,50 @@ fn scaled_down_keeps_consistency() {
     for (t, name) in r.types.iter().zip(TYPES) {
         assert!(t.commits > 0, "no {name} committed: {:?}", r.types);
     }
+    // A bad-credit customer's C_DATA starts with its last payment's
+    // "C_ID C_D_ID C_W_ID D_ID W_ID H_AMOUNT" (clause 2.5.2.2), which
+    // payment prepends as a field update of C_DATA alone; a good-credit
+    // customer's C_DATA is as loaded (a random a-string: no spaces).
+    let t = w.tables().expect("loaded");
+    let mut r = db.runner().expect("runner");
+    let (paid_bc, gc) = r
+        .try_run(|tx| {
+            let (mut paid_bc, mut gc) = (0, 0);
+            let mut bad = Vec::new();
+            tx.scan(
+                t.customer,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                usize::MAX,
+                false,
+                |k, v| {
+                    let c = Customer::decode(v).expect("a customer row");
+                    let (wh, d) = key::warehouse_district(k).expect("a customer key");
+                    let id = key::customer_id(k).expect("a customer key");
+                    let data = String::from_utf8_lossy(c.data.as_bytes()).into_owned();
+                    if c.credit.as_bytes() == b"BC" && c.payment_cnt > 1 {
+                        paid_bc += 1;
+                        if !data.starts_with(&format!("{id} {d} {wh} ")) {
+                            bad.push(format!("({wh},{d},{id}) BC: {data:.40}"));
+                        }
+                    } else if c.credit.as_bytes() == b"GC" {
+                        gc += 1;
+                        if data.contains(' ') {
+                            bad.push(format!("({wh},{d},{id}) GC: {data:.40}"));
+                        }
+                    }
+                    true
+                },
+            )?;
+            assert!(bad.is_empty(), "{bad:#?}");
+            Ok((paid_bc, gc))
+        })
+        .expect("ok")
+        .expect("commits");
+    assert!(
+        paid_bc > 0 && gc > 0,
+        "{paid_bc} paid BC, {gc} GC customers"
+    );
 }
 
 /// The loader's progress ends exactly at the total it announced (it used

@@ -523,6 +523,12 @@ pub mod key {
         unpack(k, 18, 12)
     }
 
+    /// The warehouse and district of a packed key that has them (a
+    /// [`district`], [`customer`], [`order`] or [`order_line`] key).
+    pub fn warehouse_district(k: &[u8]) -> Option<(u32, u8)> {
+        Some((unpack(k, 0, W)?, unpack(k, W, 4)? as u8))
+    }
+
     /// ORDER and NEW-ORDER: (w, d, o).
     #[inline]
     pub fn order(w: u32, d: u8, o: u32) -> [u8; 8] {
@@ -724,6 +730,14 @@ mod tests {
             Some(123_456)
         );
         assert_eq!(key::customer_id(&key::customer(77, 9, 2_999)), Some(2_999));
+        assert_eq!(
+            key::warehouse_district(&key::customer(10_000, 9, 2_999)),
+            Some((10_000, 9))
+        );
+        assert_eq!(
+            key::warehouse_district(&key::order_line(3, 10, 5, 1)),
+            Some((3, 10))
+        );
         assert_eq!(
             key::order_id(&key::order(10_000, 10, key::MAX_ORDER_ID)),
             Some(key::MAX_ORDER_ID)
