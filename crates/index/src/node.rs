@@ -134,6 +134,16 @@ fn zeros<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
 }
 
+/// What an unused slice slot holds: above or equal to every slice, so a
+/// node search may compare all of a node's slots without reading its
+/// count first (`count_below` in tree.rs). Every node keeps its slots
+/// from its count on at this value whenever it is unlocked.
+pub(crate) const UNUSED_SLICE: u64 = u64::MAX;
+
+fn unused_slices<const N: usize>() -> [AtomicU64; N] {
+    std::array::from_fn(|_| AtomicU64::new(UNUSED_SLICE))
+}
+
 /// The leftmost leaf's fence: an info word no key has (a key box's address
 /// is 8-aligned, so its low bits are never all ones).
 const NO_FENCE: (u64, u64) = (0, u64::MAX);
@@ -157,7 +167,7 @@ impl Leaf {
             ),
             next: AtomicPtr::new(std::ptr::null_mut()),
             low: low.unwrap_or(NO_FENCE),
-            slices: zeros(),
+            slices: unused_slices(),
             infos: zeros(),
             values: zeros(),
         })
@@ -168,7 +178,7 @@ impl Inner {
     pub fn new_locked() -> Box<Inner> {
         Box::new(Inner {
             header: Header::new(NodeVersion::new_locked(), false),
-            slices: zeros(),
+            slices: unused_slices(),
             infos: zeros(),
             children: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
         })

@@ -27,7 +27,9 @@ use std::ops::Bound;
 use std::ptr::NonNull;
 
 use crate::key::{compare, compare_tie, make_stored, stored_bytes, word_of, Retired, SearchKey};
-use crate::node::{prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH, PREFIX_WORDS};
+use crate::node::{
+    prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH, PREFIX_WORDS, UNUSED_SLICE,
+};
 use crate::point::PointIndex;
 use crate::sync::{spin, AtomicPtr, AtomicU64, Ordering};
 use crate::version::{is_deleted, NodeVersion};
@@ -564,7 +566,7 @@ unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, 
     };
     // Fast path: count slices below the key without branches; if no slice
     // ties the key's, that count is the answer.
-    let pos = match count_below(&leaf.slices[..n], at.0) {
+    let pos = match count_below(&leaf.slices, n, at.0) {
         Ok(pos) => return (pos, false),
         Err(pos) => pos,
     };
@@ -589,51 +591,37 @@ unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, 
     (lo, false)
 }
 
-/// The largest power of two not above the widest node: the first step of
-/// [`count_below`]'s search, whose steps (8, 4, 2, 1 at width 12) sum to at
-/// least any node's key count.
-const FIRST_STEP: usize = {
-    let w = if LEAF_WIDTH > INNER_WIDTH {
-        LEAF_WIDTH
-    } else {
-        INNER_WIDTH
-    };
-    (w + 1).next_power_of_two() / 2
-};
-const _: () = assert!(2 * FIRST_STEP > LEAF_WIDTH && 2 * FIRST_STEP > INNER_WIDTH);
-
-/// The number of slices below `slice`, or `Err` with the position of the
-/// first slice that equals it (then the tie must be broken by the full
-/// keys). Slices are sorted (a torn
-/// read's garbage is caught by the caller's version check), so this is a
-/// lower bound, found by a binary search with a fixed number of steps and
-/// no data-dependent branch: each step is a conditional move, so a
-/// mispredicted branch never costs more than the compares saved. That is
-/// about a third of the instructions of counting every slice (which this
-/// replaced: a quarter of TPC-C's instructions went to node searches).
+/// The number of a node's first `n` slices below `slice`, or `Err` with
+/// the position of the first slice that equals it (then the tie must be
+/// broken by the full keys). Slices are sorted (a torn read's garbage is
+/// caught by the caller's version check) and the slots from `n` on hold
+/// [`UNUSED_SLICE`], which is never below a slice, so this is a lower
+/// bound over all `W` slots: a binary search with a fixed number of steps
+/// (5 at width 12), no data-dependent branch and no clamping to `n`. Each
+/// step is a conditional move, so a mispredicted branch never costs more
+/// than the compares saved. That is about a third of the instructions of
+/// counting every slice (which this replaced: a quarter of TPC-C's
+/// instructions went to node searches), and the padding took another
+/// third of each step (session 23).
 #[inline(always)]
-fn count_below(slices: &[crate::sync::AtomicU64], slice: u64) -> Result<usize, usize> {
-    let n = slices.len();
-    if n == 0 {
-        return Ok(0);
+fn count_below<const W: usize>(
+    slices: &[crate::sync::AtomicU64; W],
+    n: usize,
+    slice: u64,
+) -> Result<usize, usize> {
+    let (mut base, mut size) = (0usize, W);
+    while size > 1 {
+        let half = size / 2;
+        let below = slices[base + half].load(R) < slice;
+        base += half * below as usize;
+        size -= half;
     }
-    // `pos` slices are known to be below `slice`; a step adds `step` more
-    // if the last of them is below too. Out-of-range candidates are
-    // clamped to the last slice and then discarded, so the loop has a fixed
-    // trip count and unrolls into straight-line code.
-    let mut pos = 0usize;
-    let mut step = FIRST_STEP;
-    while step > 0 {
-        let cand = pos + step;
-        let below = (cand <= n) & (slices[cand.min(n) - 1].load(R) < slice);
-        pos += step * below as usize;
-        step /= 2;
-    }
+    let pos = base + (slices[base].load(R) < slice) as usize;
     // The first slice not below `slice` is the only one that can equal it.
     if pos < n && slices[pos].load(R) == slice {
         Err(pos)
     } else {
-        Ok(pos)
+        Ok(pos.min(n))
     }
 }
 
@@ -650,7 +638,7 @@ unsafe fn child_index(inner: &Inner, n: usize, k: &SearchKey<'_>, before: bool) 
         Probe::At(s, p) => (s, p),
     };
     // Without a tie, "separators ≤ k" and "separators < k" agree.
-    let pos = match count_below(&inner.slices[..n], at.0) {
+    let pos = match count_below(&inner.slices, n, at.0) {
         Ok(i) => return i,
         // Every separator before `pos` is below `k`.
         Err(pos) => pos,
@@ -683,7 +671,7 @@ fn copy_entry(leaf: &Leaf, from: usize, to: &Leaf, at: usize) {
 
 #[inline]
 fn clear_entry(leaf: &Leaf, i: usize) {
-    leaf.slices[i].store(0, R);
+    leaf.slices[i].store(UNUSED_SLICE, R);
     leaf.infos[i].store(0, R);
     leaf.values[i].store(0, R);
 }
@@ -1071,7 +1059,7 @@ impl Tree {
         // The separator moves up: clear its slot, as a leaf clears moved
         // entries.
         for i in m..n {
-            inner.slices[i].store(0, R);
+            inner.slices[i].store(UNUSED_SLICE, R);
             inner.infos[i].store(0, R);
         }
         inner.header.count.store(m, R);
@@ -1989,7 +1977,7 @@ fn inner_remove(p: &Inner, n: usize, sep: usize, child: usize) {
         p.slices[i].store(p.slices[i + 1].load(R), R);
         p.infos[i].store(p.infos[i + 1].load(R), R);
     }
-    p.slices[n - 1].store(0, R);
+    p.slices[n - 1].store(UNUSED_SLICE, R);
     p.infos[n - 1].store(0, R);
     for i in child..n {
         p.children[i].store(p.children[i + 1].load(R), R);
@@ -2174,7 +2162,7 @@ mod shape {
             }
             for i in n..LEAF_WIDTH {
                 let e = (l.slices[i].load(R), l.infos[i].load(R), l.values[i].load(R));
-                assert_eq!(e, (0, 0, 0), "unused slot {i} not cleared");
+                assert_eq!(e, (UNUSED_SLICE, 0, 0), "unused slot {i} not cleared");
             }
             leaves.push(node as *const Leaf);
             return;
@@ -2190,6 +2178,14 @@ mod shape {
             .collect();
         for (i, k) in seps.iter().enumerate() {
             check_prefix(h, k, inner.slices[i].load(R));
+        }
+        for i in n..INNER_WIDTH {
+            let e = (inner.slices[i].load(R), inner.infos[i].load(R));
+            assert_eq!(
+                e,
+                (UNUSED_SLICE, 0),
+                "unused separator slot {i} not cleared"
+            );
         }
         for (i, s) in seps.iter().enumerate() {
             assert!(
@@ -2232,26 +2228,43 @@ mod tests {
     /// slices.
     #[test]
     fn count_below_is_a_lower_bound() {
-        let width = LEAF_WIDTH.max(INNER_WIDTH);
-        for n in 0..=width {
-            for dup in [1u64, 2, 3] {
-                let v: Vec<u64> = (0..n as u64).map(|i| 10 + 10 * (i / dup)).collect();
-                let a: Vec<AtomicU64> = v.iter().map(|&x| AtomicU64::new(x)).collect();
-                for probe in 0..20 + 10 * n as u64 {
-                    let below = v.iter().filter(|&&x| x < probe).count();
-                    let want = if v.contains(&probe) {
-                        Err(below)
-                    } else {
-                        Ok(below)
-                    };
-                    assert_eq!(
-                        count_below(&a, probe),
-                        want,
-                        "n={n} dup={dup} probe={probe}"
-                    );
+        fn check<const W: usize>() {
+            for n in 0..=W {
+                for dup in [1u64, 2, 3] {
+                    // A node's first `n` slots in use, the rest unused;
+                    // the last used slice may be UNUSED_SLICE itself.
+                    for top in [false, true] {
+                        let mut v: Vec<u64> = (0..n as u64).map(|i| 10 + 10 * (i / dup)).collect();
+                        if top && n > 0 {
+                            v[n - 1] = UNUSED_SLICE;
+                        }
+                        let a: [AtomicU64; W] = std::array::from_fn(|i| {
+                            AtomicU64::new(v.get(i).copied().unwrap_or(UNUSED_SLICE))
+                        });
+                        let probes =
+                            (0..20 + 10 * n as u64).chain([UNUSED_SLICE - 1, UNUSED_SLICE]);
+                        for probe in probes {
+                            let below = v.iter().filter(|&&x| x < probe).count();
+                            let want = if v.contains(&probe) {
+                                Err(below)
+                            } else {
+                                Ok(below)
+                            };
+                            assert_eq!(
+                                count_below(&a, n, probe),
+                                want,
+                                "W={W} n={n} dup={dup} top={top} probe={probe}"
+                            );
+                        }
+                    }
                 }
             }
         }
+        check::<LEAF_WIDTH>();
+        check::<INNER_WIDTH>();
+        check::<1>();
+        check::<7>();
+        check::<16>();
     }
 
     /// An unlink whose leaf's subtree is the first child of `pm`, where
