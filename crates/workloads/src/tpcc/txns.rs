@@ -32,6 +32,27 @@ fn get_row<T: Tx, R>(
     }
 }
 
+/// Payment's change to a warehouse or district row `k` of `t`: `amount`
+/// added to its year-to-date sum, its name read, as one field update over
+/// the fields' bytes (`name` lies before `ytd` in both rows).
+fn pay_into<T: Tx>(
+    tx: &mut T,
+    t: granary_api::TableId,
+    k: &[u8],
+    (name, ytd): (std::ops::Range<usize>, std::ops::Range<usize>),
+    amount: i64,
+    what: &str,
+) -> Result<Str<10>, TxError> {
+    let at = name.start;
+    tx.update_field(t, k, at..ytd.end, |b| {
+        let sum = get_in::<i64>(b, at, ytd.clone())?;
+        put_in(b, at, ytd, &(sum + amount))?;
+        get_in::<Str<10>>(b, at, name)
+    })?
+    .flatten()
+    .ok_or_else(|| corrupt(what))
+}
+
 /// The id in the first key of `lo..=hi` in `t` (the last if `reverse`):
 /// the oldest NEW-ORDER row, a customer's newest order.
 fn edge_id<T: Tx>(
@@ -343,25 +364,11 @@ impl TpccTxn {
         // the customer's credit and payment columns, are read and changed
         // as fields; C_DATA only for a bad-credit customer.
         let wk = key::warehouse(w);
-        let span = Warehouse::name.start..Warehouse::ytd.end;
-        let w_name = tx
-            .update_field(t.warehouse, &wk, span.clone(), |b| {
-                let ytd = get_in::<i64>(b, span.start, Warehouse::ytd)?;
-                put_in(b, span.start, Warehouse::ytd, &(ytd + amount))?;
-                get_in::<Str<10>>(b, span.start, Warehouse::name)
-            })?
-            .flatten()
-            .ok_or_else(|| corrupt("warehouse"))?;
+        let (name, ytd) = (Warehouse::name, Warehouse::ytd);
+        let w_name = pay_into(tx, t.warehouse, &wk, (name, ytd), amount, "warehouse")?;
         let dk = key::district(w, d);
-        let span = District::name.start..District::ytd.end;
-        let d_name = tx
-            .update_field(t.district, &dk, span.clone(), |b| {
-                let ytd = get_in::<i64>(b, span.start, District::ytd)?;
-                put_in(b, span.start, District::ytd, &(ytd + amount))?;
-                get_in::<Str<10>>(b, span.start, District::name)
-            })?
-            .flatten()
-            .ok_or_else(|| corrupt("district"))?;
+        let (name, ytd) = (District::name, District::ytd);
+        let d_name = pay_into(tx, t.district, &dk, (name, ytd), amount, "district")?;
         let c = customer_id(tx, t, c_w, c_d, sel, &mut self.ids)?;
         if predicted.is_some_and(|p| p != c) {
             self.found = c;
