@@ -139,6 +139,17 @@ pub fn put_in<F: Field>(bytes: &mut [u8], from: usize, part: Range<usize>, v: &F
     (b.len() == F::WIDTH).then(|| v.put_into(b))
 }
 
+/// Add `delta` to the integer field at bytes `part` of a row, in `bytes`
+/// (the row's bytes from `from` on): [`get_in`], then [`put_in`].
+#[inline]
+pub fn add_in<F>(bytes: &mut [u8], from: usize, part: Range<usize>, delta: F) -> Option<()>
+where
+    F: Field + std::ops::Add<Output = F>,
+{
+    let v = get_in::<F>(bytes, from, part.clone())?;
+    put_in(bytes, from, part, &(v + delta))
+}
+
 /// Each field's bytes in the encoded row, as associated consts named after
 /// the fields (`Customer::balance` is C_BALANCE's byte range).
 macro_rules! spans {
@@ -648,7 +659,9 @@ mod tests {
             put_in(part, from, Customer::data, &Str::<500>::new(b"y")),
             None
         );
-        put_in(part, from, Customer::delivery_cnt, &4u32).unwrap();
+        put_in(part, from, Customer::delivery_cnt, &2u32).unwrap();
+        add_in(part, from, Customer::delivery_cnt, 2u32).unwrap();
+        assert_eq!(add_in(part, from, Customer::data, 1u32), None);
         let back = Customer::decode(&buf).unwrap();
         assert_eq!(back.delivery_cnt, 4);
         assert_eq!(

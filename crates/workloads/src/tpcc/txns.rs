@@ -7,8 +7,8 @@ use std::sync::Arc;
 use granary_api::{Body, Declared, Engine, Error, Procedure, ReadOnly, Tx, TxError, TxRunner};
 
 use super::rows::{
-    corrupt, get_in, key, put_in, Customer, District, History, Item, NewOrder, Order, OrderLine,
-    Stock, StockData, StockHot, Str, Warehouse,
+    add_in, corrupt, get_in, key, put_in, Customer, District, History, Item, NewOrder, Order,
+    OrderLine, Stock, StockData, StockHot, Str, Warehouse,
 };
 use super::{
     last_name_str, load, now, nurand, uniform, verify, Mix, Tables, Tpcc, TpccThread, C_ID,
@@ -45,8 +45,7 @@ fn pay_into<T: Tx>(
 ) -> Result<Str<10>, TxError> {
     let at = name.start;
     tx.update_field(t, k, at..ytd.end, |b| {
-        let sum = get_in::<i64>(b, at, ytd.clone())?;
-        put_in(b, at, ytd, &(sum + amount))?;
+        add_in(b, at, ytd, amount)?;
         get_in::<Str<10>>(b, at, name)
     })?
     .flatten()
@@ -379,12 +378,9 @@ impl TpccTxn {
         let credit = tx
             .update_field(t.customer, &ck, span.clone(), |b| {
                 let at = span.start;
-                let balance = get_in::<i64>(b, at, Customer::balance)?;
-                let ytd = get_in::<i64>(b, at, Customer::ytd_payment)?;
-                let count = get_in::<u32>(b, at, Customer::payment_cnt)?;
-                put_in(b, at, Customer::balance, &(balance - amount))?;
-                put_in(b, at, Customer::ytd_payment, &(ytd + amount))?;
-                put_in(b, at, Customer::payment_cnt, &(count + 1))?;
+                add_in(b, at, Customer::balance, -amount)?;
+                add_in(b, at, Customer::ytd_payment, amount)?;
+                add_in(b, at, Customer::payment_cnt, 1u32)?;
                 get_in::<Str<2>>(b, at, Customer::credit)
             })?
             .flatten()
@@ -469,10 +465,8 @@ impl TpccTxn {
             let ck = key::customer(w, d, order.c_id);
             let cust = Customer::balance.start..Customer::delivery_cnt.end;
             tx.update_field(t.customer, &ck, cust.clone(), |b| {
-                let balance = get_in::<i64>(b, cust.start, Customer::balance)?;
-                let count = get_in::<u32>(b, cust.start, Customer::delivery_cnt)?;
-                put_in(b, cust.start, Customer::balance, &(balance + sum))?;
-                put_in(b, cust.start, Customer::delivery_cnt, &(count + 1))
+                add_in(b, cust.start, Customer::balance, sum)?;
+                add_in(b, cust.start, Customer::delivery_cnt, 1u32)
             })?
             .flatten()
             .ok_or_else(|| corrupt("customer"))?;
