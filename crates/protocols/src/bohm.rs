@@ -320,6 +320,7 @@ impl<B: Body> Job for Boxed<B> {
             writes: env.writes,
             depth: env.depth,
             blocked: false,
+            reads: 0,
         };
         let r = p.body.run(&mut tx);
         let r = match r {
@@ -1130,8 +1131,6 @@ fn warm(slot: &Slot, stage: Warm) {
 struct Executor {
     me: usize,
     buf: WriteBuf,
-    /// Finished procedures by client, being handed back.
-    out: Vec<(Arc<Client>, Vec<Finished>)>,
     /// Procedures of this thread's share, from batches it has moved past,
     /// that another thread was running when it got to them (a helper
     /// took them, or a reader evaluates them): not waited for, but this
@@ -1146,7 +1145,6 @@ impl Executor {
         Executor {
             me,
             buf: WriteBuf::default(),
-            out: Vec::new(),
             pending: Vec::new(),
             through: (0, 0),
         }
@@ -1261,7 +1259,7 @@ impl Executor {
             }
             slot.state.load(Ordering::Acquire) != COMPLETE
         });
-        self.hand_back();
+        hand_back();
         let (mut finished, mut done) = self.through;
         for (b, i) in &self.pending {
             finished = finished.min(b.number);
@@ -1272,20 +1270,27 @@ impl Executor {
     }
 }
 
-impl Executor {
-    /// Give the procedures this thread completed back to their clients:
-    /// one lock and one wake-up per client and batch, not per procedure.
-    fn hand_back(&mut self) {
-        COMPLETED.with_borrow_mut(|out| std::mem::swap(out, &mut self.out));
-        for (client, mut jobs) in self.out.drain(..) {
+/// Give the procedures this thread completed back to their clients: one
+/// lock and one wake-up per client and batch, not per procedure (and
+/// sooner when a long procedure runs: see [`LONG_RUN`]).
+fn hand_back() {
+    COMPLETED.with_borrow_mut(|out| {
+        for (client, mut jobs) in out.drain(..) {
             let mut done = client.done.lock().unwrap_or_else(|p| p.into_inner());
             done.append(&mut jobs);
             if client.waiting.load(Ordering::Relaxed) {
                 client.ready.notify_all();
             }
         }
-    }
+    });
 }
+
+/// Every this many reads, a running procedure hands back what its thread
+/// completed before it. Completions wait for the end of the batch, so
+/// without this a long reader would hold back every procedure its thread
+/// completed earlier in the batch for as long as it runs (§3.3: a long
+/// reader must not block the writers after it, nor those before it).
+const LONG_RUN: u32 = 64;
 
 fn exec_thread(s: &Shared, me: usize) {
     let mut e = Executor::new(me);
@@ -1453,7 +1458,7 @@ fn execute(s: &Shared, slot: &Slot, buf: &mut WriteBuf, depth: u32) -> Result<()
     writes.made = made;
     *buf = writes;
     // The thread that completes a procedure hands it back (with the
-    // others it completes in this batch; see `Executor::hand_back`).
+    // others it completes in this batch; see `hand_back`).
     // SAFETY: still ours (EXECUTING); no one reads a job afterwards.
     let job = unsafe { (*slot.job.get()).take().expect("completed once") };
     COMPLETED.with_borrow_mut(|out| {
@@ -1509,6 +1514,8 @@ pub struct Txn<'a> {
     /// A read found an input another thread is producing: the run is
     /// abandoned and retried later.
     blocked: bool,
+    /// Reads so far (see [`LONG_RUN`]).
+    reads: u32,
 }
 
 impl Txn<'_> {
@@ -1643,6 +1650,10 @@ impl Txn<'_> {
     /// The value of version `v` (produced first if need be), or the run
     /// is abandoned: its input is being produced elsewhere.
     fn resolved<'v>(&mut self, v: *mut Version) -> Result<Option<&'v [u8]>, TxError> {
+        self.reads += 1;
+        if self.reads % LONG_RUN == 0 {
+            hand_back();
+        }
         #[cfg(feature = "mutant")]
         let v = {
             let mut v = v;
