@@ -1651,7 +1651,7 @@ impl Txn<'_> {
     /// is abandoned: its input is being produced elsewhere.
     fn resolved<'v>(&mut self, v: *mut Version) -> Result<Option<&'v [u8]>, TxError> {
         self.reads += 1;
-        if self.reads % LONG_RUN == 0 {
+        if self.reads.is_multiple_of(LONG_RUN) {
             hand_back();
         }
         #[cfg(feature = "mutant")]
