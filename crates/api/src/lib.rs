@@ -60,7 +60,7 @@ mod stats;
 mod tx;
 
 pub use error::{AbortReason, Error, TxError};
-pub use hints::{prefetch_for_write, table_runs, Hints};
+pub use hints::{append_bytes, prefetch_for_write, table_runs, Hints};
 pub use interactive::{Interactive, InteractiveTx};
 pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;

@@ -176,14 +176,12 @@ impl Database {
         if let Some(d) = self.shared.durable.get() {
             d.add_table(t.0, name)?;
         }
-        let _ = self.shared.tables[id].set(Table {
-            name: name.to_string(),
-            tree: if self.shared.options.point_index && o.point_lookups {
-                Tree::with_point_index()
-            } else {
-                Tree::new()
-            },
-        });
+        let tree = if self.shared.options.point_index && o.point_lookups {
+            Tree::with_point_index()
+        } else {
+            Tree::new()
+        };
+        let _ = self.shared.tables[id].set(Table::new(name, tree));
         names.insert(name.to_string(), t);
         Ok(t)
     }

@@ -20,6 +20,7 @@ use crate::epoch::Epochs;
 use crate::gc::{Garbage, GcLists};
 use crate::pin::{ReadPin, RetirePin};
 use crate::record::Record;
+use crate::shared::Table;
 use crate::tid::Tid;
 
 /// What differs between the places that install versions.
@@ -102,13 +103,13 @@ impl<'r> Locked<'r> {
     }
 
     /// Install `word` (unlocked, latest) and `value` as the record's new
-    /// version, and release the lock. `place` gives the record's tree and
-    /// key; it is called only if the record must be replaced, so a commit
-    /// looks its table up only then.
+    /// version, and release the lock. `place` gives the record's table
+    /// and key; it is called only if the record must be replaced, so a
+    /// commit looks its table up only then.
     #[inline]
     pub fn install<'p>(
         self,
-        place: impl FnOnce() -> (&'p Tree, &'p [u8]),
+        place: impl FnOnce() -> (&'p Table, &'p [u8]),
         word: Tid,
         value: &[u8],
         how: &mut impl Install,
@@ -121,9 +122,11 @@ impl<'r> Locked<'r> {
             rec.unlock(word);
         } else {
             let new = how.replacement(rec, word, value);
-            let (tree, key) = place();
+            let (table, key) = place();
+            // SAFETY: ours, not yet published.
+            table.widen(unsafe { new.as_ref() }.capacity());
             let p = rec as *const Record as u64;
-            let swapped = tree.replace(key, p, new.as_ptr() as u64, pin);
+            let swapped = table.tree.replace(key, p, new.as_ptr() as u64, pin);
             assert!(swapped, "a locked record is its key's tree entry");
             rec.unlock(old.without(Tid::LATEST));
             how.retire(NonNull::from(rec));

@@ -251,7 +251,13 @@ impl Record {
     /// its value's room (`usize::MAX`: the record's bytes in all).
     #[inline]
     pub fn prefix_footprint(&self, max_bytes: usize) -> usize {
-        HEADER + self.capacity().min(max_bytes)
+        Record::footprint(self.capacity().min(max_bytes))
+    }
+
+    /// The bytes of a record's header and `room` bytes of its value.
+    #[inline]
+    pub fn footprint(room: usize) -> usize {
+        HEADER + room
     }
 
     /// Overwrite the value. The caller holds the lock (or the record is not

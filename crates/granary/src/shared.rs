@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::gc::GcLists;
 use crate::options::Options;
 use crate::record::Record;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The most tables one database can hold.
 pub const MAX_TABLES: usize = 4096;
@@ -24,6 +24,42 @@ pub const MAX_TABLES: usize = 4096;
 pub(crate) struct Table {
     pub name: String,
     pub tree: Tree,
+    /// The largest capacity of any record ever linked into `tree`: a
+    /// bound for prefetching. A lookup of a table whose records all fit
+    /// in their first line need not read a record's capacity to learn
+    /// that nothing more is worth fetching (that read waits for the
+    /// record's first miss).
+    widest: AtomicU32,
+}
+
+impl Table {
+    pub fn new(name: &str, tree: Tree) -> Table {
+        Table {
+            name: name.to_string(),
+            tree,
+            widest: AtomicU32::new(0),
+        }
+    }
+
+    /// Note that a record of capacity `cap` is (about to be) linked into
+    /// the tree. Before the link: a lookup that finds the record then
+    /// also finds the bound covering it (the link's Release, the
+    /// lookup's Acquire).
+    #[inline]
+    pub fn widen(&self, cap: usize) {
+        let cap = cap.min(u32::MAX as usize) as u32;
+        // Read first: the line stays shared once the table's widest
+        // record is known.
+        if cap > self.widest.load(Ordering::Relaxed) {
+            self.widest.fetch_max(cap, Ordering::Relaxed);
+        }
+    }
+
+    /// An upper bound on every linked record's capacity.
+    #[inline]
+    pub fn widest(&self) -> usize {
+        self.widest.load(Ordering::Relaxed) as usize
+    }
 }
 
 /// One database's engine state, shared by its handles, its workers and

@@ -115,6 +115,40 @@ fn rec_hash(rec: *const Record) -> u64 {
     (rec as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
+/// Sort Phase 1's lock order. Up to 8 entries by rank: each entry goes to
+/// the place given by how many entries are below it, n² comparisons and
+/// no branch on their outcome. A comparison sort's branches on random
+/// addresses mispredict: its insertion sort was 3% of an in-cache YCSB
+/// transaction's cycles (issue 22).
+fn sort_lock_order(order: &mut [(usize, u32)]) {
+    const SMALL: usize = 8;
+    let n = order.len();
+    if n > SMALL {
+        order.sort_unstable();
+        return;
+    }
+    // The address's 8-byte word and the position (below 8) as one
+    // integer: distinct for distinct positions, so the ranks are a
+    // permutation. Records take at least 24 bytes, so two records never
+    // share a word: this is the address order.
+    let key = |e: &(usize, u32)| (e.0 & !7) | e.1 as usize;
+    let mut out = [(0, 0); SMALL];
+    for e in order.iter() {
+        let rank = order
+            .iter()
+            .map(|o| (key(o) < key(e)) as usize)
+            .sum::<usize>();
+        out[rank % SMALL] = *e;
+    }
+    order.copy_from_slice(&out[..n]);
+}
+
+/// Write-sets of up to this many entries are searched entry by entry (by
+/// key hash, or by record); past it, through `TxState::by_key` and
+/// `TxState::by_rec`, which are filled only then. Filing each write twice
+/// cost a 10-operation YCSB transaction more than its searches saved.
+const LINEAR_WRITES: usize = 8;
+
 /// An open-addressing index from a hash to write-set positions (linear
 /// probing on the hash's top bits). Emptied in O(1) per transaction: a slot
 /// counts only if it carries the current `stamp`. It replaced two
@@ -260,29 +294,35 @@ impl TxState {
 
     fn push_write(&mut self, e: WriteEntry) {
         let i = self.write_set.len();
-        let key_fits = self.by_key.fits(i + 1);
-        let rec_fits = self.by_rec.fits(i + 1);
-        if !(key_fits && rec_fits) {
-            // Resized (both always are together): file everything again.
-            for (j, w) in self.write_set.iter().enumerate() {
-                self.by_key.add(w.hash, j);
-                self.by_rec.add(rec_hash(w.rec), j);
+        if i >= LINEAR_WRITES {
+            let key_fits = self.by_key.fits(i + 1);
+            let rec_fits = self.by_rec.fits(i + 1);
+            if i == LINEAR_WRITES || !(key_fits && rec_fits) {
+                // The first entry past the linear ones, or resized (both
+                // always are together): file everything.
+                for (j, w) in self.write_set.iter().enumerate() {
+                    self.by_key.add(w.hash, j);
+                    self.by_rec.add(rec_hash(w.rec), j);
+                }
             }
+            self.by_key.add(e.hash, i);
+            self.by_rec.add(rec_hash(e.rec), i);
         }
-        self.by_key.add(e.hash, i);
-        self.by_rec.add(rec_hash(e.rec), i);
         self.write_set.push(e);
     }
 
     #[inline]
     fn find_rec(&self, rec: *const Record) -> Option<usize> {
+        if self.write_set.len() <= LINEAR_WRITES {
+            return self.write_set.iter().position(|w| w.rec == rec);
+        }
         self.by_rec
             .find(rec_hash(rec), |j| self.write_set[j].rec == rec)
     }
 
     fn push_bytes(&mut self, b: &[u8]) -> (u32, u32) {
         let start = self.arena.len();
-        self.arena.extend_from_slice(b);
+        granary_api::append_bytes(&mut self.arena, b);
         (start as u32, b.len() as u32)
     }
 
@@ -296,10 +336,11 @@ impl TxState {
             return None; // read-only so far: skip hashing the key
         }
         let h = key_hash(t, key);
-        self.by_key.find(h, |j| {
-            let w = &self.write_set[j];
-            w.hash == h && w.table == t && same_key(self.bytes(w.key), key)
-        })
+        let is = |w: &WriteEntry| w.hash == h && w.table == t && same_key(self.bytes(w.key), key);
+        if self.write_set.len() <= LINEAR_WRITES {
+            return self.write_set.iter().position(is);
+        }
+        self.by_key.find(h, |j| is(&self.write_set[j]))
     }
 
     /// Apply our own insert's leaf change to the node-set (§4.6): a leaf we
@@ -397,6 +438,11 @@ impl<'w> Transaction<'w> {
         self.shared.table(t).expect("checked in enter")
     }
 
+    /// `key`'s record: the one a `get` just found, a hint, or the tree's.
+    /// The first two are inlined into each caller, and the descent is a
+    /// call (its saved registers cost a hinted lookup a third of its
+    /// instructions when it was inlined here).
+    #[inline(always)]
     fn lookup(&mut self, t: TableId, key: &[u8]) -> Found {
         // Used once: a caller that finds the record superseded looks again.
         if let Some(p) = self.c.st.last_found(t, key) {
@@ -406,6 +452,11 @@ impl<'w> Transaction<'w> {
         if let Some(p) = self.c.st.hints.take(t, key) {
             return Found::Record(p);
         }
+        self.lookup_tree(t, key)
+    }
+
+    #[inline(never)]
+    fn lookup_tree(&mut self, t: TableId, key: &[u8]) -> Found {
         // SAFETY: the worker is pinned for the whole transaction.
         let pin = unsafe { ReadPin::new() };
         let t0 = probe(self.c.profiling);
@@ -487,7 +538,7 @@ impl<'w> Transaction<'w> {
                         st.read_set.push(ReadEntry { rec: p, tid });
                         st.last = Some((t, p));
                         st.last_key.clear();
-                        st.last_key.extend_from_slice(key);
+                        granary_api::append_bytes(&mut st.last_key, key);
                         break !tid.is_absent();
                     }
                 }
@@ -544,6 +595,8 @@ impl<'w> Transaction<'w> {
         }
         for chunk in keys.chunks(WAVE) {
             let mut found = [None; WAVE];
+            // Whether any record found may reach past its first line.
+            let mut wide = false;
             // Each run of keys of one table, found together. Without a
             // point index a run of one key is left to its lookup: its
             // descent has nothing to overlap with, and a hint taken out of
@@ -561,6 +614,7 @@ impl<'w> Transaction<'w> {
                     table
                         .tree
                         .find_many(&ks[..end - at], &mut found[at..end], &pin);
+                    wide |= Record::footprint(table.widest().min(max_bytes)) > 64;
                 }
             }
             let mut recs = [std::ptr::null::<Record>(); WAVE];
@@ -571,7 +625,14 @@ impl<'w> Transaction<'w> {
                     self.c.st.hints.push(t, k, *r);
                 }
             }
-            for &r in recs.iter().take(chunk.len()).filter(|r| !r.is_null()) {
+            // The rest of each record, if a record of these tables can
+            // have more (reading a record's capacity waits for its first
+            // line).
+            for &r in recs
+                .iter()
+                .take(chunk.len() * wide as usize)
+                .filter(|r| !r.is_null())
+            {
                 // SAFETY: reachable from the tree while pinned; the
                 // footprint is immutable once published.
                 let n = unsafe { &*r }
@@ -987,7 +1048,10 @@ impl<'w> Transaction<'w> {
         // SAFETY: pinned for the whole transaction.
         let mut pin = unsafe { ReadPin::new() };
         let t0 = probe(self.c.profiling);
-        let inserted = self.table(t).tree.insert(key, ph.as_ptr() as u64, &mut pin);
+        let table = self.table(t);
+        // SAFETY: ours, not yet published.
+        table.widen(unsafe { ph.as_ref() }.capacity());
+        let inserted = table.tree.insert(key, ph.as_ptr() as u64, &mut pin);
         if self.c.profiling {
             self.c.prof.index += ticks() - t0;
         }
@@ -1077,7 +1141,7 @@ impl<'w> Transaction<'w> {
         );
         // Sorting the addresses themselves, not positions by an indirect
         // key, halves the sort's instructions.
-        st.order.sort_unstable();
+        sort_lock_order(&mut st.order);
         for k in 0..st.order.len() {
             let i = st.order[k].1 as usize;
             // SAFETY: write-set records are reachable (we are pinned).
@@ -1199,7 +1263,7 @@ impl<'w> Transaction<'w> {
             }
             (_, Some(v)) => {
                 // Only a record too small for the value needs its tree.
-                let place = || (&shared.table(we.table).expect("table").tree, range(we.key));
+                let place = || (shared.table(we.table).expect("table"), range(we.key));
                 // SAFETY: pinned.
                 let mut pin = unsafe { ReadPin::new() };
                 let word = commit.with(Tid::LATEST);
@@ -1544,6 +1608,28 @@ mod tests {
     }
 
     #[test]
+    fn the_lock_order_is_sorted_at_every_length() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for n in 0..=20 {
+            for _ in 0..50 {
+                let mut order: Vec<(usize, u32)> = (0..n as u32)
+                    .map(|i| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // Few distinct addresses: ties are sorted too.
+                        ((x % 6) as usize * 8, i)
+                    })
+                    .collect();
+                let mut want = order.clone();
+                want.sort_unstable();
+                sort_lock_order(&mut order);
+                assert_eq!(order, want, "{n} entries");
+            }
+        }
+    }
+
+    #[test]
     fn write_set_indexes_survive_growth_and_clearing() {
         let mut st = TxState::default();
         let rec = |i: usize| 0x1000 + 64 * i;
@@ -1553,8 +1639,19 @@ mod tests {
         for (i, (t, k)) in keys.iter().enumerate() {
             let e = entry(&mut st, *t, k, rec(i));
             st.push_write(e);
+            // Searched entry by entry, then through the indexes from the
+            // first write past `LINEAR_WRITES` on.
+            if i <= 2 * LINEAR_WRITES {
+                for (j, (t, k)) in keys[..=i].iter().enumerate() {
+                    assert_eq!(st.find_write(*t, k), Some(j), "{i} written");
+                    assert_eq!(st.find_rec(rec(j) as *const Record), Some(j));
+                }
+                assert_eq!(st.find_write(keys[i + 1].0, &keys[i + 1].1), None);
+                assert_eq!(st.find_rec(rec(i + 1) as *const Record), None);
+            }
         }
         assert!(st.by_key.slots.len() >= 400, "grew past 64 slots");
+        assert!(keys.len() > LINEAR_WRITES, "the indexes are used");
         for (i, (t, k)) in keys.iter().enumerate() {
             assert_eq!(st.find_write(*t, k), Some(i));
             assert_eq!(st.find_rec(rec(i) as *const Record), Some(i));

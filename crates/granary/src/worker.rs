@@ -334,7 +334,8 @@ impl Worker {
 
     fn kv_put_pinned(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), Error> {
         let shared = self.shared.clone();
-        let tree = &shared.table(t)?.tree;
+        let table = shared.table(t)?;
+        let tree = &table.tree;
         loop {
             // SAFETY: pinned by the caller.
             let mut pin = unsafe { ReadPin::new() };
@@ -342,6 +343,8 @@ impl Worker {
                 None => {
                     let tid = Tid::new(self.core.epoch, 0).with(Tid::LATEST);
                     let r = Record::alloc(tid, value, 0, std::ptr::null_mut());
+                    // SAFETY: ours, not yet published.
+                    table.widen(unsafe { r.as_ref() }.capacity());
                     match tree.insert(key, r.as_ptr() as u64, &mut pin) {
                         granary_index::Insert::Inserted(_) => return Ok(()),
                         // SAFETY: never published.
@@ -360,7 +363,7 @@ impl Worker {
                     let mut how = Unversioned::new(&mut self.core.gc, &shared.epochs, |w, v| {
                         Record::alloc(w, v, 0, std::ptr::null_mut())
                     });
-                    locked.install(|| (tree, key), word, value, &mut how, &mut pin);
+                    locked.install(|| (table, key), word, value, &mut how, &mut pin);
                     return Ok(());
                 }
             }

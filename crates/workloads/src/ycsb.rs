@@ -168,6 +168,12 @@ pub const MAX_KEY_BYTES: usize = 256;
 #[inline(always)]
 pub fn key_bytes(k: u64, len: usize, out: &mut Vec<u8>) {
     out.clear();
+    append_key(k, len, out);
+}
+
+/// As [`key_bytes`], appended to `out`.
+#[inline(always)]
+fn append_key(k: u64, len: usize, out: &mut Vec<u8>) {
     if len == 8 {
         out.extend_from_slice(&k.to_be_bytes());
     } else {
@@ -177,6 +183,7 @@ pub fn key_bytes(k: u64, len: usize, out: &mut Vec<u8>) {
 
 #[inline(never)]
 fn decimal_key(k: u64, len: usize, out: &mut Vec<u8>) {
+    let start = out.len();
     out.extend_from_slice(b"user");
     let mut digits = [0u8; 20];
     let mut i = digits.len();
@@ -190,7 +197,7 @@ fn decimal_key(k: u64, len: usize, out: &mut Vec<u8>) {
         }
     }
     let pad = len.saturating_sub(4 + (digits.len() - i));
-    out.resize(4 + pad, b'0');
+    out.resize(start + 4 + pad, b'0');
     out.extend_from_slice(&digits[i..]);
 }
 
@@ -601,8 +608,7 @@ impl Body for YcsbTxn {
         let kb = self.key_bytes;
         self.keys.clear();
         for &(k, _) in &self.ops {
-            key_bytes(k, kb, &mut self.key);
-            self.keys.extend_from_slice(&self.key);
+            append_key(k, kb, &mut self.keys);
         }
         for (c, chunk) in self.ops.chunks(PREFETCH_KEYS).enumerate() {
             // The keys are known up front: a chunk's cache misses overlap.
@@ -720,6 +726,12 @@ impl Ycsb {
         let ops = self.cfg.ops_per_txn;
         out.clear();
         seen.clear();
+        // A draw writes if its top 53 bits, as a fraction of 2^53, are
+        // at least `read_pct`%: one integer compare per operation.
+        let write_from = match self.cfg.mix {
+            OpMix::PerOp { read_pct } => (read_pct / 100.0 * (1u64 << 53) as f64).ceil() as u64,
+            OpMix::Fixed { .. } => 0,
+        };
         while out.len() < ops {
             let k = self.chooser.next(rng);
             let dup = if ops <= 16 {
@@ -733,9 +745,7 @@ impl Ycsb {
             let i = out.len();
             let write = match self.cfg.mix {
                 OpMix::Fixed { writes } => i < writes,
-                OpMix::PerOp { read_pct } => {
-                    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * 100.0 >= read_pct
-                }
+                OpMix::PerOp { .. } => rng.next_u64() >> 11 >= write_from,
             };
             out.push((k, write));
         }

@@ -525,14 +525,12 @@ pub(crate) fn put_recovered(
         Near::Cursor(c) => (Some(c), None),
         Near::Leaf(h) => (None, Some(h)),
     };
+    let table = shared.table(t).expect("recovered table exists");
     let tree = match &cursor {
         Some(c) => c.tree(),
-        None => &shared.table(t).expect("recovered table exists").tree,
+        None => &table.tree,
     };
-    debug_assert!(std::ptr::eq(
-        tree,
-        &shared.table(t).expect("recovered table exists").tree
-    ));
+    debug_assert!(std::ptr::eq(tree, &table.tree));
     let word = match value {
         Some(_) => tid.id().with(Tid::LATEST),
         None => tid.id().with(Tid::LATEST | Tid::ABSENT),
@@ -544,6 +542,8 @@ pub(crate) fn put_recovered(
         // The cursor is used once: a retry looks the key up.
         let look = if let Some(c) = cursor.take() {
             let r = slabs.alloc(word, bytes);
+            // SAFETY: ours, not yet published.
+            table.widen(unsafe { r.as_ref() }.capacity());
             match c.insert(key, r.as_ptr() as u64, &mut pin) {
                 granary_index::Insert::Inserted(_) => break,
                 granary_index::Insert::Exists { value } => {
@@ -572,6 +572,8 @@ pub(crate) fn put_recovered(
             // covers the key and has room (no second descent).
             Err(leaf) => {
                 let r = slabs.alloc(word, bytes);
+                // SAFETY: ours, not yet published.
+                table.widen(unsafe { r.as_ref() }.capacity());
                 // SAFETY: found by the lookup just above, under `pin`.
                 match unsafe { tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) } {
                     granary_index::Insert::Inserted(_) => break,
@@ -592,7 +594,7 @@ pub(crate) fn put_recovered(
                 }
                 let mut how =
                     Unversioned::new(&mut w.core.gc, &shared.epochs, |t, v| slabs.alloc(t, v));
-                locked.install(|| (tree, key), word, bytes, &mut how, &mut pin);
+                locked.install(|| (table, key), word, bytes, &mut how, &mut pin);
                 break;
             }
         }
