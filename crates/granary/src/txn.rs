@@ -115,34 +115,6 @@ fn rec_hash(rec: *const Record) -> u64 {
     (rec as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// Sort Phase 1's lock order. Up to 8 entries by rank: each entry goes to
-/// the place given by how many entries are below it, n² comparisons and
-/// no branch on their outcome. A comparison sort's branches on random
-/// addresses mispredict: its insertion sort was 3% of an in-cache YCSB
-/// transaction's cycles (issue 22).
-fn sort_lock_order(order: &mut [(usize, u32)]) {
-    const SMALL: usize = 8;
-    let n = order.len();
-    if n > SMALL {
-        order.sort_unstable();
-        return;
-    }
-    // The address's 8-byte word and the position (below 8) as one
-    // integer: distinct for distinct positions, so the ranks are a
-    // permutation. Records take at least 24 bytes, so two records never
-    // share a word: this is the address order.
-    let key = |e: &(usize, u32)| (e.0 & !7) | e.1 as usize;
-    let mut out = [(0, 0); SMALL];
-    for e in order.iter() {
-        let rank = order
-            .iter()
-            .map(|o| (key(o) < key(e)) as usize)
-            .sum::<usize>();
-        out[rank % SMALL] = *e;
-    }
-    order.copy_from_slice(&out[..n]);
-}
-
 /// Write-sets of up to this many entries are searched entry by entry (by
 /// key hash, or by record); past it, through `TxState::by_key` and
 /// `TxState::by_rec`, which are filled only then. Filing each write twice
@@ -1141,7 +1113,7 @@ impl<'w> Transaction<'w> {
         );
         // Sorting the addresses themselves, not positions by an indirect
         // key, halves the sort's instructions.
-        sort_lock_order(&mut st.order);
+        st.order.sort_unstable();
         for k in 0..st.order.len() {
             let i = st.order[k].1 as usize;
             // SAFETY: write-set records are reachable (we are pinned).
@@ -1604,28 +1576,6 @@ mod tests {
             value: None,
             locked: Tid(0),
             hash: key_hash(t, key),
-        }
-    }
-
-    #[test]
-    fn the_lock_order_is_sorted_at_every_length() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for n in 0..=20 {
-            for _ in 0..50 {
-                let mut order: Vec<(usize, u32)> = (0..n as u32)
-                    .map(|i| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        // Few distinct addresses: ties are sorted too.
-                        ((x % 6) as usize * 8, i)
-                    })
-                    .collect();
-                let mut want = order.clone();
-                want.sort_unstable();
-                sort_lock_order(&mut order);
-                assert_eq!(order, want, "{n} entries");
-            }
         }
     }
 
