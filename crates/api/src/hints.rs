@@ -54,7 +54,6 @@ impl<P: Copy> Hints<P> {
     }
 }
 
-/// Key equality, one compare for the common 8-byte keys.
 /// `out.extend_from_slice(b)`, without a call to `memcpy` for up to 16
 /// bytes (keys, mostly): two overlapping loads and stores. A call costs
 /// more than a short copy itself, and a transaction copies each key it
@@ -96,6 +95,7 @@ pub fn append_bytes(out: &mut Vec<u8>, b: &[u8]) {
     }
 }
 
+/// Key equality, one compare for the common 8-byte keys.
 fn same_key(a: &[u8], b: &[u8]) -> bool {
     match (<&[u8; 8]>::try_from(a), <&[u8; 8]>::try_from(b)) {
         (Ok(x), Ok(y)) => u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y),

@@ -1288,8 +1288,9 @@ fn hand_back() {
 /// Every this many reads, a running procedure hands back what its thread
 /// completed before it. Completions wait for the end of the batch, so
 /// without this a long reader would hold back every procedure its thread
-/// completed earlier in the batch for as long as it runs (§3.3: a long
-/// reader must not block the writers after it, nor those before it).
+/// completed earlier in the batch for as long as it runs. (bohm-vldb15
+/// §3.3 has long readers block no writer in concurrency control; handing
+/// results back is ours, and must not undo that.)
 const LONG_RUN: u32 = 64;
 
 fn exec_thread(s: &Shared, me: usize) {
