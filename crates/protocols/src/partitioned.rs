@@ -678,16 +678,9 @@ impl Tx for Txn<'_> {
         key: &[u8],
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        let (table, p) = self.map(t, key, true)?;
-        let Some(v) = table.trees[p as usize].find(key, &Owner) else {
-            return Ok(None);
-        };
-        // SAFETY: locked (checked by `map`).
-        let (at, len) = self.undo.keep(unsafe { row_value(v) });
-        self.undo.steps.push(Step::Overwrite { row: v, at, len });
-        // SAFETY: as above; the copy above is the last use of the bytes.
-        let bytes = unsafe { row(v).value_mut() }.expect("rows in a tree hold a value");
-        Ok(Some(f(bytes)))
+        // The whole value is one field: its length does not change, so
+        // restoring its old bytes in place undoes it.
+        self.update_field(t, key, 0..usize::MAX, f)
     }
 
     fn update_field<R>(
@@ -697,7 +690,7 @@ impl Tx for Txn<'_> {
         field: std::ops::Range<usize>,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<Option<R>, TxError> {
-        // As `update`, with only the field's old bytes saved for undo.
+        // In place; only the field's old bytes are saved for undo.
         let (table, p) = self.map(t, key, true)?;
         let Some(v) = table.trees[p as usize].find(key, &Owner) else {
             return Ok(None);
