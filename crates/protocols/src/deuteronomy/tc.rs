@@ -1355,6 +1355,16 @@ fn start<'a>(s: &'a Shared, slot: usize, parts: &'a mut Parts, session: bool) ->
             tx.trim_item(item, false);
             tx.evict(item, oat, &g);
         });
+        // Help the collector with what we retired: a swept item's free
+        // waits in the epoch collector's global queue, and a recycled log
+        // buffer comes back through the same queue. The collector runs
+        // a few bags per 128 pins, so sweeps retiring thousands of items
+        // a second left the buffers behind them: the log stayed full and
+        // writers aborted as overloaded (test
+        // `evictions_do_not_hold_up_the_log`).
+        if tx.evicted > 0 {
+            g.flush();
+        }
     }
     tx
 }
