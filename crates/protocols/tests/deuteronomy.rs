@@ -286,10 +286,10 @@ fn evictions_do_not_hold_up_the_log() {
     let t = tc.create_table("t").unwrap();
     let value = [7u8; 100];
     let mut w = tc.runner().unwrap();
-    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(1000) {
+    for lo in (0..KEYS).step_by(1000) {
         loop {
             let r = w.try_run(|tx| {
-                for &k in chunk {
+                for k in lo..lo + 1000 {
                     tx.put(t, &k.to_be_bytes(), &value)?;
                 }
                 Ok(())
