@@ -2,18 +2,29 @@
 //!
 //! granary runs several concurrency-control designs (Silo, and the rivals
 //! and baselines of its papers) on the same workloads, checked and measured
-//! side by side. Each design is its own module behind the traits here, and
-//! the workloads, the history recorder and the isolation tests are written
-//! once against them. This crate depends on nothing: a design depends on
-//! it, the index (`granary-index`) and shared reclamation, never on
-//! another design.
+//! side by side. Each design implements the traits here: Silo in the
+//! `granary` crate, the others in `granary-protocols`. The workloads and
+//! the history recorder (`granary-workloads`), the correctness suite
+//! (`granary-conformance`) and the `granary` command are written once
+//! against them. This crate depends on nothing: a design depends on it,
+//! the index (`granary-index`) and shared reclamation, never on another
+//! design. `docs/ARCHITECTURE.md` explains the interface's shape.
+//!
+//! # Where to start
+//!
+//! An [`Engine`] is a database running some design: it makes tables
+//! ([`Engine::create_table`]) and one [`TxRunner`] per worker thread
+//! ([`Engine::runner`]). A runner runs a procedure, a closure over a
+//! [`Tx`], once ([`TxRunner::try_run`]): a conflict comes back as an
+//! [`AbortReason`] for the caller to retry, a failure as an [`Error`].
 //!
 //! * [`Tx`]: the operations of a one-shot procedure (get, put, insert,
 //!   delete, scan) over byte keys and values in tables ([`TableId`]);
 //!   [`ReadOnly`]: the object-safe read side.
 //! * [`TxRunner`]: how a worker thread runs a procedure once, with its
-//!   counters ([`Stats`], an optional [`Profile`]); [`Engine`]: a database
-//!   running some design, making tables and runners.
+//!   counters ([`Stats`], an optional [`Profile`]). A durable design says
+//!   when a commit is durable: once [`Engine::durable_epoch`] reaches the
+//!   runner's [`TxRunner::durable_token`].
 //! * [`Interactive`] / [`InteractiveTx`]: transactions held open across
 //!   calls and stepped by the caller (the scripted isolation tests), for
 //!   designs that can run them; a session never waits for another.

@@ -4,8 +4,8 @@
 //! against [`Tx`] (the operations a one-shot procedure performs) and
 //! [`TxRunner`] (how a worker thread runs a procedure once), made by an
 //! [`Engine`], so that every concurrency-control design granary carries
-//! can run them unchanged (DESIGN.md, "The one interface every protocol
-//! implements"). Each design implements these traits in its own module;
+//! can run them unchanged (docs/ARCHITECTURE.md, "The protocol-neutral
+//! interface"). Each design implements these traits in its own module;
 //! Silo's are `granary::{Transaction, Worker, Database}`.
 //!
 //! Generic code (`T: Tx`) is monomorphized; nothing here is `dyn`.
@@ -265,7 +265,7 @@ impl<T: Tx> ReadOnly for T {
 }
 
 /// A procedure's read and write sets, declared before it runs when its
-/// parameters determine them (DESIGN.md: BOHM plans transactions from
+/// parameters determine them (BOHM plans transactions from
 /// their write sets, BOHM §3; ordered 2PL locks them up front). Protocols
 /// that execute optimistically (Silo) ignore them. Reusable: [`clear`]
 /// keeps the buffers.

@@ -2,6 +2,20 @@
 //! transaction history is serializable (or snapshot isolated), and if not,
 //! names the anomaly with the smallest cycle that proves it.
 //!
+//! Its users: the conformance suite (`granary-conformance`), whose history
+//! tests record runs of every design through `granary-workloads`'
+//! recorder and check them here, and the `granary check` command, which
+//! does the same for a chosen design and workload and prints the report.
+//! `docs/ARCHITECTURE.md` ("The checker") describes how histories are
+//! recorded.
+//!
+//! # Where to start
+//!
+//! Build (or deserialize) a [`History`] of [`Txn`]s, call [`check`] at a
+//! [`Level`], and read the [`Report`]: [`Report::is_ok`], [`Report::has`]
+//! for one [`AnomalyKind`], or each [`Anomaly`] found
+//! ([`Report::anomalies`], a cycle with its [`Step`]s).
+//!
 //! # Model
 //!
 //! A [`History`] lists transaction attempts with their [`Status`] and

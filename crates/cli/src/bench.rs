@@ -147,6 +147,12 @@ pub enum Dc {
     Etcd,
 }
 
+/// Why `--dc etcd` is refused by a build without the `etcd` feature, and
+/// how to get one that has it.
+pub const NO_ETCD: &str = "--dc etcd: this granary was built without the etcd data component. \
+Rebuild with it (its build needs protoc: apt-get install protobuf-compiler libprotobuf-dev; \
+a local etcd needs etcd-server): cargo install --path crates/cli --locked --features etcd";
+
 /// Deuteronomy's transaction component and data component
 /// (`--protocol deuteronomy`).
 #[derive(Args, Debug, Clone, Serialize)]
@@ -193,6 +199,9 @@ impl TcArgs {
     pub fn config(&self) -> Result<granary_protocols::deuteronomy::tc::Config, String> {
         if self.etcd_endpoints.is_some() && self.dc != Dc::Etcd {
             return Err("--etcd-endpoints is for --dc etcd".into());
+        }
+        if self.dc == Dc::Etcd && !cfg!(feature = "etcd") {
+            return Err(NO_ETCD.into());
         }
         let d = granary_protocols::deuteronomy::tc::Config::default();
         let per = (d.buffer_bytes >> 20) as usize;

@@ -25,10 +25,14 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `granary --version`: the crate version, the commit and the profile
+/// the binary was built from (figures are only comparable within one).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GRANARY_BUILD"), ")");
+
 /// granary: a multicore in-memory serializable transaction engine (Silo),
 /// with the papers' workloads and benchmarks.
 #[derive(Parser, Debug)]
-#[command(name = "granary", version)]
+#[command(name = "granary", version = VERSION)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -56,7 +56,7 @@ pub enum Protocol {
     /// smallbank, tpcc (write sets that depend on reads predicted by
     /// reconnaissance) and the check workloads.
     Bohm,
-    /// Deuteronomy's transaction component (issue 21): timestamp-order
+    /// Deuteronomy's transaction component: timestamp-order
     /// MVCC, versions kept in its recovery log's buffers and a read
     /// cache, a TC Proxy applying committed writes to a data component
     /// (`--dc memory|disk|etcd`), durable with `--durable DIR`. Runs
@@ -549,6 +549,7 @@ impl EngineOptions<'_> {
     ///
     /// # Errors
     /// etcd cannot be started or reached, or already holds data there.
+    #[cfg(feature = "etcd")]
     fn etcd(&self, durable: Option<&std::path::Path>) -> Result<granary_etcd::EtcdDc, String> {
         use granary_etcd::{EtcdDc, EtcdOptions, EtcdServer};
         let Some(endpoints) = &self.etcd_endpoints else {
@@ -586,6 +587,16 @@ impl EngineOptions<'_> {
             Some(_) => dc,
             None => dc.scratch(),
         })
+    }
+
+    /// Without the `etcd` feature there is no etcd DC; `TcArgs::config`
+    /// refuses `--dc etcd` before anything runs, so this is not reached.
+    #[cfg(not(feature = "etcd"))]
+    fn etcd(
+        &self,
+        _durable: Option<&std::path::Path>,
+    ) -> Result<granary_protocols::deuteronomy::dc::MemoryDc, String> {
+        Err(crate::bench::NO_ETCD.to_string())
     }
 
     /// The workload's partitioning, for designs that need one (their

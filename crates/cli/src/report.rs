@@ -9,6 +9,9 @@ pub struct Machine {
     pub arch: &'static str,
     pub cpu_model: String,
     pub granary_version: &'static str,
+    /// The commit and cargo profile the binary was built from (figures
+    /// are comparable only between builds of one profile).
+    pub build: &'static str,
 }
 
 pub fn machine() -> Machine {
@@ -27,6 +30,7 @@ pub fn machine() -> Machine {
         arch: std::env::consts::ARCH,
         cpu_model,
         granary_version: env!("CARGO_PKG_VERSION"),
+        build: env!("GRANARY_BUILD"),
     }
 }
 

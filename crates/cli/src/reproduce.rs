@@ -1341,6 +1341,13 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         std::fs::create_dir_all(out.join(d))
             .map_err(|e| format!("cannot create {}: {e}", out.join(d).display()))?;
     }
+    if env!("GRANARY_PROFILE") != "dist" {
+        eprintln!(
+            "note: this granary is a `{}` build; docs/BENCHMARKS.md's figures are from the \
+             `dist` profile (cargo install --path crates/cli --locked --profile dist)",
+            env!("GRANARY_PROFILE")
+        );
+    }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let plan: Vec<(&Experiment, Vec<Step>)> =
         chosen.iter().map(|e| (*e, (e.steps)(&scale))).collect();
@@ -1620,9 +1627,19 @@ fn header(scale: &Scale, elapsed: f64) -> Vec<String> {
     let m = machine();
     vec![
         format!(
-            "Machine: {} cores, {} ({} {}); granary {}.",
-            m.cpus, m.cpu_model, m.os, m.arch, m.granary_version
+            "Machine: {} cores, {} ({} {}); granary {} ({}).",
+            m.cpus, m.cpu_model, m.os, m.arch, m.granary_version, m.build
         ),
+        if env!("GRANARY_PROFILE") == "dist" {
+            "Build: the `dist` profile, as docs/BENCHMARKS.md's figures.".into()
+        } else {
+            format!(
+                "Build: the `{}` profile. docs/BENCHMARKS.md's figures are from the \
+                 `dist` profile (thin LTO, one codegen unit), which is faster; build it \
+                 with `cargo install --path crates/cli --locked --profile dist` to compare.",
+                env!("GRANARY_PROFILE")
+            )
+        },
         format!(
             "Scale: {} ({} s measured per run after {} s of warm-up; {} workers at most). \
              Total time {:.1} min.",

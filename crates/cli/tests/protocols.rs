@@ -283,7 +283,9 @@ fn deuteronomy_benchmarks_and_checks() {
 /// `--dc etcd` (a local etcd started for the run, Debian's etcd-server):
 /// `granary check` passes; a durable benchmark keeps etcd's data with
 /// the log and reports what the DC applied; `--etcd-endpoints` without
-/// `--dc etcd` is refused.
+/// `--dc etcd` is refused. Built only with the `etcd` feature (CI runs
+/// it: `cargo test --release -p granary-cli --features etcd`).
+#[cfg(feature = "etcd")]
 #[test]
 fn deuteronomy_over_etcd_checks_and_benchmarks() {
     let o = granary(&[
@@ -343,4 +345,33 @@ fn deuteronomy_over_etcd_checks_and_benchmarks() {
     ]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("--etcd-endpoints is for --dc etcd"));
+}
+
+/// A build without the `etcd` feature refuses `--dc etcd` before anything
+/// runs, on every verb, and says how to rebuild with it.
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn dc_etcd_without_the_feature_says_how_to_rebuild() {
+    for args in [
+        &["check", "bank", "--protocol", "deuteronomy", "--dc", "etcd"][..],
+        &[
+            "bench",
+            "smallbank",
+            "--protocol",
+            "deuteronomy",
+            "--dc",
+            "etcd",
+            "--seconds",
+            "0.1",
+        ][..],
+    ] {
+        let o = granary(args);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{args:?} ran: {err}");
+        assert!(
+            err.contains("built without the etcd data component")
+                && err.contains("--features etcd"),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -25,7 +25,7 @@ const MAX_ROUNDS: u64 = 20;
 /// Rounds at most when the test may use only one core (`taskset`, a
 /// one-CPU container): its threads then overlap only when the scheduler
 /// preempts one mid-transaction, and Deuteronomy's bank aborted about 90
-/// attempts in 20 rounds there (session 18).
+/// attempts in 20 rounds there.
 const MAX_ROUNDS_ONE_CORE: u64 = 80;
 
 fn max_rounds() -> u64 {

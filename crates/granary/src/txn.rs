@@ -195,7 +195,7 @@ impl SlotIndex {
 
 /// Key equality with the common 8-byte case as one integer compare (a
 /// slice `==` of unknown length calls `memcmp`: 1.2% of an in-cache YCSB
-/// transaction's instructions, issue 22).
+/// transaction's instructions).
 #[inline(always)]
 fn same_key(a: &[u8], b: &[u8]) -> bool {
     match (<&[u8; 8]>::try_from(a), <&[u8; 8]>::try_from(b)) {

@@ -1,5 +1,15 @@
 //! `granary-index`: a concurrent ordered map over byte-string keys, in the
-//! style of Masstree and optimistic lock coupling.
+//! style of Masstree ("Cache Craftiness for Fast Multicore Key-Value
+//! Storage", EuroSys 2012) and optimistic lock coupling ("The ART of
+//! Practical Synchronization", DaMoN 2016). It maps each key to a `u64`,
+//! which the caller uses as it likes (typically a pointer to its record).
+//!
+//! Every design in granary uses it: Silo (`granary`) for its tables, as
+//! Silo ("Speedy Transactions in Multicore In-Memory Databases", SOSP
+//! 2013) uses Masstree, and the designs of `granary-protocols` for theirs
+//! (Deuteronomy for its per-table ordered index and its memory data
+//! component). `docs/ARCHITECTURE.md` ("The index") describes the nodes,
+//! their invariants and the measurements behind them.
 //!
 //! * Readers never store to shared memory: they read a node's version
 //!   word, read the node, and re-check the version ([`NodeVersion`]).
@@ -10,6 +20,14 @@
 //!   a transaction layer can validate phantoms (Silo §4.6). The index knows
 //!   nothing of transactions.
 //! * Unlinked memory goes through an epoch [`Guard`] supplied by the caller.
+//!
+//! # Where to start
+//!
+//! [`Tree`] is the map: [`Tree::get`], [`Tree::insert`], [`Tree::upsert`],
+//! [`Tree::remove`] and [`Tree::scan`]. Every operation takes a [`Guard`],
+//! the caller's epoch-based reclamation ([`LeakGuard`] never frees, for
+//! tests and examples). [`Lookup`], [`Insert`] and [`NodeChange`] carry the
+//! node versions a transaction layer validates.
 //!
 //! ```
 //! use granary_index::{Insert, LeakGuard, Tree};

@@ -602,7 +602,7 @@ unsafe fn leaf_lower_bound(leaf: &Leaf, n: usize, k: &SearchKey<'_>) -> (usize, 
 /// than the compares saved. That is about a third of the instructions of
 /// counting every slice (which this replaced: a quarter of TPC-C's
 /// instructions went to node searches), and the padding took another
-/// third of each step (session 23).
+/// third of each step.
 #[inline(always)]
 fn count_below<const W: usize>(
     slices: &[crate::sync::AtomicU64; W],
@@ -1038,7 +1038,7 @@ impl Tree {
         // below another's, TPC-C's orders of one district — then keeps
         // adding separators at the left node's end and fills it, where a
         // split in the middle would leave half-full nodes behind it for
-        // good (a taller tree: BENCHMARKS.md, issue 22). Past the last
+        // good (a taller tree: docs/BENCHMARKS.md). Past the last
         // separator this is the append split (the left node stays full).
         let m = at.min(n - 1);
         let right = Inner::new_locked();
@@ -2655,8 +2655,7 @@ mod tests {
 
     /// A queue (insert at the tail, remove at the head) leaves empty
     /// leaves behind it; each is unlinked, with the inner nodes emptied
-    /// with them, so the tree stays the size of what it holds (issue 22,
-    /// target 6). Keys of 8, 24 and 64 bytes (fences on the heap, node
+    /// with them, so the tree stays the size of what it holds. Keys of 8, 24 and 64 bytes (fences on the heap, node
     /// prefixes); the live length wanders so heads empty leaves at every
     /// position of their parents.
     #[test]

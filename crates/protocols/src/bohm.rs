@@ -1,6 +1,5 @@
 //! BOHM: serializable multiversion concurrency control planned in batches
-//! (Faleiro and Abadi, VLDB'15, §3). **In progress** (issue 20): the
-//! pipeline runs procedures (YCSB, SmallBank, TPC-C, the check
+//! (Faleiro and Abadi, VLDB'15, §3). The pipeline runs procedures (YCSB, SmallBank, TPC-C, the check
 //! workloads), scans included, with the read-set annotation; clients read
 //! snapshots at the completed prefix of the log without the pipeline,
 //! which is where reconnaissance predicts write sets that depend on

@@ -1,22 +1,48 @@
 //! granary-protocols: the designs granary measures Silo against, each one
-//! module behind the protocol-neutral traits of `granary-api`.
+//! module behind the protocol-neutral traits of `granary-api`
+//! ([`Engine`](granary_api::Engine), [`TxRunner`](granary_api::TxRunner),
+//! [`Tx`](granary_api::Tx)).
 //!
-//! * [`two_pl`]: strict two-phase locking, in two variants: **ordered**
-//!   (BOHM §4's baseline: locks taken up front in one global key order
-//!   from the declared read and write sets, so it never deadlocks) and
-//!   **no-wait** (a lock held by another transaction aborts the
-//!   requester, which retries after a backoff).
-//! * [`partitioned`]: Partitioned-Store (Silo §5.4): one spinlock per
-//!   partition of the workload's partition key, taken in order before the
-//!   body runs, and per-partition trees touched only under their lock.
-//! * [`mvcc`]: one multiversion store with a global timestamp counter,
-//!   run as Hekaton's optimistic serializable scheme or as Snapshot
-//!   Isolation (first updater wins, no read validation).
-//! * [`bohm`]: BOHM (in progress): procedures sequenced into batches,
-//!   planned by concurrency-control threads that own key partitions, and
-//!   run by execution threads against the versions planned for them.
-//! * [`deuteronomy`]: Deuteronomy's transaction component (not a protocol
-//!   yet: its pieces so far).
+//! The `granary` command runs them by name (`--protocol`) on the same
+//! workloads and driver as Silo, and each one's tests instantiate the
+//! shared correctness suite (`granary-conformance`) and the
+//! serializability checker. `docs/ARCHITECTURE.md` ("The other designs")
+//! describes each one and where it deviates from its paper.
+//!
+//! # Where to start
+//!
+//! Each design is one engine type; make one, create tables and take a
+//! runner per thread, as with any [`Engine`](granary_api::Engine):
+//!
+//! * [`two_pl::TwoPl`]: strict two-phase locking, in two variants:
+//!   **ordered** (BOHM §4's baseline: locks taken up front in one global
+//!   key order from the declared read and write sets, so it never
+//!   deadlocks) and **no-wait** (a lock held by another transaction aborts
+//!   the requester, which retries after a backoff).
+//! * [`partitioned::Partitioned`]: Partitioned-Store (Silo §5.4): one
+//!   spinlock per partition of the workload's partition key, taken in
+//!   order before the body runs, and per-partition trees touched only
+//!   under their lock.
+//! * [`mvcc::Mvcc`]: one multiversion store with a global timestamp
+//!   counter, run as Hekaton's optimistic serializable scheme or as
+//!   Snapshot Isolation (first updater wins, no read validation).
+//! * [`bohm::Bohm`]: BOHM: procedures sequenced into batches, planned by
+//!   concurrency-control threads that own key partitions, and run by
+//!   execution threads against the versions planned for them.
+//! * [`deuteronomy::tc::Tc`]: Deuteronomy's transaction component:
+//!   timestamp-order MVCC whose versions are redo records in its recovery
+//!   log, over a data component ([`deuteronomy::dc::DataComponent`]) kept
+//!   in memory ([`deuteronomy::dc::MemoryDc`]), in redb
+//!   ([`deuteronomy::disk::DiskDc`]) or in etcd (`granary-etcd`).
+//!   [`Tc::open`](deuteronomy::tc::Tc::open) makes it durable;
+//!   `docs/FORMAT.md` describes its log and recovery.
+//!
+//! Papers, by title: "Speedy Transactions in Multicore In-Memory
+//! Databases" (Silo, SOSP 2013); "Rethinking serializable multiversion
+//! concurrency control" (BOHM, VLDB 2015); "High-Performance Concurrency
+//! Control Mechanisms for Main-Memory Databases" (Hekaton's scheme,
+//! Larson et al., PVLDB 2011); "High Performance Transactions in
+//! Deuteronomy" (CIDR 2015).
 //!
 //! A design here depends on `granary-api`, the index (`granary-index`,
 //! which maps keys to a `u64` that each design uses for its own record

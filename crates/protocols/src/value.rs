@@ -268,7 +268,7 @@ pub(crate) use granary_api::prefetch_for_write;
 /// chunks of the pool's own instead, and never go back to the global
 /// allocator: mimalloc serves a 64-aligned request of 3, 5, 6 or 7 lines
 /// (or 17: a 1,000-byte version) from its next size class up (a 192-byte
-/// block takes 256 bytes; BENCHMARKS.md, session 20), where a carved one
+/// block takes 256 bytes; docs/BENCHMARKS.md), where a carved one
 /// takes its size. The depot keeps every such block it is given, so the
 /// memory they hold is bounded by the most ever in use at once.
 mod pool {

@@ -1,4 +1,4 @@
-//! Deuteronomy's transaction component (in progress, issue 21) under the
+//! Deuteronomy's transaction component under the
 //! checker: the contended check workloads (bank's audits scan), recorded
 //! on 4 threads, give serializable histories, and the runs contended for
 //! real (timestamp order aborted some attempts); a mutant whose writers
@@ -261,7 +261,7 @@ fn the_hard_watermark_holds_the_tables_size() {
     }
 }
 
-/// Evictions do not hold up the log (found in session 25): with the hard
+/// Evictions do not hold up the log: with the hard
 /// watermark far below the data, the sweeps retire record items by the
 /// thousand through the epoch collector, and a recycled log buffer comes
 /// back through the same queue. Unless the sweeping runners help drain

@@ -2,8 +2,8 @@
 //! appends an item at its queue's tail and removes the one at its head, as
 //! TPC-C's new-order table is filled by new-order and drained by delivery,
 //! so a table of constant size keeps moving to higher keys. It measures
-//! what deletes leave behind in the index (issue 22, target 6: tree
-//! memory) rather than throughput: the driver records the resident set
+//! what deletes leave behind in the index (tree memory) rather than
+//! throughput: the driver records the resident set
 //! size in each second.
 //!
 //! Keys are 8 bytes, big-endian: the queue's number in the top 16 bits and

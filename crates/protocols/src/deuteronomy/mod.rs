@@ -1,9 +1,8 @@
 //! Deuteronomy (Levandoski, Lomet, Sengupta, Stutsman, Wang; CIDR'15): a
-//! transaction component (TC) over pluggable data components. **In
-//! progress** (issue 21): the pieces built so far, each tested on its
-//! own, and the TC joining them, which `--protocol deuteronomy` runs in
-//! every benchmark and `granary check` (see ARCHITECTURE.md for what is
-//! not built yet).
+//! transaction component (TC) over pluggable data components: the pieces
+//! below, each tested on its own, and the TC joining them, which
+//! `--protocol deuteronomy` runs in every benchmark and `granary check`
+//! (docs/ARCHITECTURE.md says where it departs from the paper).
 //!
 //! * `log`: §5.1's recovery log buffers, reserved latch-free with one
 //!   atomic add on an `OFFSET | USERS` word, sealed by the reservation
