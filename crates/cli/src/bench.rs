@@ -107,15 +107,6 @@ pub struct SiloArgs {
 }
 
 impl SiloArgs {
-    /// Whether any switch is set.
-    pub fn any(&self) -> bool {
-        self.no_overwrites
-            || self.no_record_pool
-            || self.no_snapshots
-            || self.always_versions
-            || self.no_gc
-    }
-
     /// `o` with these switches applied.
     pub fn apply(&self, o: Options) -> Options {
         let o = o
@@ -257,14 +248,15 @@ impl BohmArgs {
     #[allow(clippy::needless_update)]
     pub fn config(&self) -> Result<granary_protocols::bohm::Config, String> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if self.bohm_cc == 0
-            || self.bohm_exec == 0
-            || self.bohm_batch == 0
-            || self.bohm_threads == Some(0)
-        {
-            return Err(
-                "--bohm-cc, --bohm-exec, --bohm-threads and --bohm-batch must be at least 1".into(),
-            );
+        for (flag, n) in [
+            ("--bohm-cc", self.bohm_cc),
+            ("--bohm-exec", self.bohm_exec),
+            ("--bohm-batch", self.bohm_batch),
+            ("--bohm-threads", self.bohm_threads.unwrap_or(1)),
+        ] {
+            if n == 0 {
+                return Err(format!("{flag} must be at least 1, got 0"));
+            }
         }
         let (cc, exec, both) = match self.bohm_threads {
             Some(t) => (t, t, true),
@@ -445,7 +437,7 @@ struct Output<'a, C: Serialize> {
 
 fn opts(c: &CommonArgs) -> Options {
     let o = Options::default()
-        .epoch_interval(Duration::from_millis(c.epoch_ms.max(1)))
+        .epoch_interval(Duration::from_millis(c.epoch_ms))
         .max_workers(c.threads + 16)
         .point_index(c.point_index);
     c.silo.apply(o)
@@ -465,13 +457,35 @@ pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
     if c.latency_every == 0 {
         return Err("--latency-every must be at least 1, got 0".into());
     }
-    crate::protocol::check_point_index(c.point_index, &c.protocol)?;
-    if c.silo.any() && !c.protocol.iter().any(|p| matches!(p, Protocol::Silo)) {
-        return Err(
-            "--no-overwrites, --no-record-pool, --no-snapshots, --always-versions and --no-gc \
-             are Silo's switches: add silo to --protocol"
-                .into(),
-        );
+    if let Some(s) = c.durable.checkpoint_interval {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(format!("--checkpoint-interval must be positive, got {s}"));
+        }
+    }
+    // Flags a protocol does not take are refused by `flags::check`.
+    check_epoch_ms(c.epoch_ms)
+}
+
+/// `--theta` is a Zipfian skew in [0, 1).
+///
+/// # Errors
+/// Anything else, named.
+pub(crate) fn check_theta(theta: f64) -> Result<(), String> {
+    if !(0.0..1.0).contains(&theta) {
+        return Err(format!(
+            "--theta is a Zipfian skew, at least 0 and below 1, got {theta}"
+        ));
+    }
+    Ok(())
+}
+
+/// `--epoch-ms` is at least 1 (an epoch of 0 ms would spin).
+///
+/// # Errors
+/// 0, named.
+pub(crate) fn check_epoch_ms(ms: u64) -> Result<(), String> {
+    if ms == 0 {
+        return Err("--epoch-ms must be at least 1, got 0".into());
     }
     Ok(())
 }
@@ -494,14 +508,19 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     // Refused before anything is printed or loaded.
     check_all(&c.protocol, &info)?;
     let tc = c.tc.config()?;
+    let bohm = if c.protocol.contains(&Protocol::Bohm) {
+        Some(c.bohm.config()?)
+    } else {
+        None
+    };
     let seed = c.seed.unwrap_or_else(fresh_seed);
     eprintln!(
         "{name}: threads={} seconds={} seed={seed}",
         c.threads, c.seconds
     );
     let mut opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
-    if c.protocol.contains(&Protocol::Bohm) {
-        opts.bohm = c.bohm.config()?;
+    if let Some(bohm) = bohm {
+        opts.bohm = bohm;
         opts.bohm.point_index = c.point_index;
     }
     opts.tc = tc;
@@ -658,6 +677,11 @@ pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
         return Err("--snapshot-stock-level needs snapshots: drop --no-snapshots".into());
     }
     let warehouses = match a.warehouses {
+        Some(w) if w == 0 || w > MAX_WAREHOUSES => {
+            return Err(format!(
+                "--warehouses must be between 1 and {MAX_WAREHOUSES}, got {w}"
+            ))
+        }
         Some(w) => w,
         None if a.common.threads > MAX_WAREHOUSES as usize => {
             return Err(format!(

@@ -142,20 +142,48 @@ fn info(workload: CheckWorkload) -> WorkloadInfo {
     info.procedures(true, "").check()
 }
 
+/// The command that replays this run: the arguments as given, with the
+/// seed it used in place of any `--seed` (so the request streams repeat;
+/// thread interleavings still differ). Every other flag is kept as typed,
+/// so the replay runs the same configuration.
+fn replay_line(args: impl Iterator<Item = String>, seed: u64) -> String {
+    let mut out = vec!["granary".to_string()];
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        if a == "--seed" {
+            args.next();
+            continue;
+        }
+        if a.starts_with("--seed=") {
+            continue;
+        }
+        out.push(a);
+    }
+    out.push("--seed".into());
+    out.push(seed.to_string());
+    crate::report::shell_join(&out)
+}
+
 /// Returns the number of anomalies found over every protocol (the caller
 /// exits non-zero if any).
 pub fn run(a: CheckArgs) -> Result<usize, String> {
     check_all(&a.protocol, &info(a.workload))?;
-    crate::protocol::check_point_index(a.point_index, &a.protocol)?;
+    crate::bench::check_epoch_ms(a.epoch_ms)?;
+    if a.txns == 0 {
+        return Err("--txns must be at least 1, got 0 (there would be nothing to check)".into());
+    }
+    if a.threads == 0 {
+        return Err("--threads must be at least 1, got 0".into());
+    }
+    crate::bench::check_theta(a.theta)?;
+    let bohm = if a.protocol.iter().any(|p| p.traits().pipelined) {
+        a.bohm.config()?
+    } else {
+        granary_protocols::bohm::Config::default()
+    };
+    let tc = a.tc.config()?;
     let seed = a.seed.unwrap_or_else(fresh_seed);
-    let names: Vec<String> = a.protocol.iter().map(|p| p.name()).collect();
-    eprintln!(
-        "granary check {} --protocol {} --threads {} --txns {} --seed {seed}",
-        a.workload,
-        names.join(","),
-        a.threads,
-        a.txns
-    );
+    eprintln!("{}", replay_line(std::env::args().skip(1), seed));
     let mut cfg = CheckConfig::new(a.workload);
     cfg.threads = a.threads;
     cfg.txns = a.txns;
@@ -164,12 +192,12 @@ pub fn run(a: CheckArgs) -> Result<usize, String> {
     cfg.seed = seed;
     cfg.dense_keys = a.dense_keys;
     let silo = Options::default()
-        .epoch_interval(Duration::from_millis(a.epoch_ms.max(1)))
+        .epoch_interval(Duration::from_millis(a.epoch_ms))
         .point_index(a.point_index);
     let mut opts = EngineOptions::new(&info(a.workload), a.threads, silo, None);
-    opts.bohm = a.bohm.config()?;
+    opts.bohm = bohm;
     opts.bohm.point_index = a.point_index;
-    opts.tc = a.tc.config()?;
+    opts.tc = tc;
     opts.dc = a.tc.dc;
     opts.dc_cache = a.tc.dc_cache_mb << 20;
     opts.etcd_endpoints = a.tc.etcd_endpoints.clone();
@@ -309,4 +337,38 @@ fn record<E: Engine>(engine: &E, cfg: &CheckConfig) -> Result<CheckRun, String> 
     let run = run_check(engine, cfg, &|n| pb.set_position(n)).map_err(|e| e.to_string());
     pb.finish_and_clear();
     run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_line;
+    use clap::Parser;
+
+    /// The replay line parses back to the run's whole configuration, with
+    /// the seed the run used.
+    #[test]
+    fn the_replay_line_reproduces_the_whole_configuration() {
+        let given = "check write-skew --protocol si,deuteronomy --level serializable --dc disk \
+                     --tc-log-mb 64 --tc-soft-versions 1000 --keys 40 --theta 0.5 --epoch-ms 3 \
+                     --threads 3 --txns 5000 --dense-keys --point-index --bohm-batch 7";
+        let args = || given.split_whitespace().map(str::to_string);
+        for (extra, seed) in [
+            (vec![], 11),
+            (vec!["--seed", "5"], 5),
+            (vec!["--seed=5"], 5),
+        ] {
+            let argv: Vec<String> = args().chain(extra.iter().map(|s| s.to_string())).collect();
+            let line = replay_line(argv.into_iter(), seed);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(words[0], "granary");
+            let replayed = crate::Cli::try_parse_from(&words).expect("the replay line parses");
+            let original = crate::Cli::try_parse_from(
+                std::iter::once("granary".to_string())
+                    .chain(args())
+                    .chain(["--seed".to_string(), seed.to_string()]),
+            )
+            .unwrap();
+            assert_eq!(format!("{replayed:?}"), format!("{original:?}"), "{line}");
+        }
+    }
 }

@@ -102,8 +102,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: IndexArgs) -> Result<IndexResult, String> {
-    if args.keys == 0 || args.threads.is_empty() || args.threads.contains(&0) || args.runs == 0 {
-        return Err("need --keys ≥ 1, --threads ≥ 1 each, --runs ≥ 1".into());
+    if args.keys == 0 {
+        return Err("--keys must be at least 1, got 0".into());
+    }
+    if args.threads.is_empty() || args.threads.contains(&0) {
+        return Err("--threads: every thread count must be at least 1".into());
+    }
+    if args.runs == 0 {
+        return Err("--runs must be at least 1, got 0".into());
     }
     let seed = args.seed.unwrap_or_else(fresh_seed);
     eprintln!(

@@ -2,6 +2,7 @@
 
 mod bench;
 mod check;
+mod flags;
 mod index_bench;
 mod inspect;
 mod plot;
@@ -16,7 +17,7 @@ mod smallbank;
 mod ycsb;
 mod ycsb_mix;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Records, tree nodes and versions are small, short-lived allocations
 /// from every worker thread: mimalloc's per-thread free lists serve them
@@ -125,6 +126,26 @@ enum Bench {
     Recover(recover::RecoverArgs),
 }
 
+/// Every value may be a negative number (`--theta -0.5` is then refused
+/// by the flag's own range check, naming it, rather than read as a flag).
+fn negative_numbers(cmd: clap::Command) -> clap::Command {
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let mut cmd = cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    });
+    for s in subs {
+        cmd = cmd.mut_subcommand(s, negative_numbers);
+    }
+    cmd
+}
+
 fn main() {
     // Stop quietly when stdout is a closed pipe (`granary inspect DIR |
     // head`), as Unix tools do, instead of panicking in `println!`.
@@ -133,7 +154,37 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let matches = negative_numbers(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // A flag no protocol of the run takes is refused before anything runs.
+    // So is an output file that could not be written after the run.
+    let leaf = flags::leaf(&matches);
+    let outputs = ["json", "save_history"].into_iter().filter_map(|id| {
+        let path = leaf.try_get_one::<std::path::PathBuf>(id).ok()??;
+        Some(report::check_output_file(
+            &format!("--{}", id.replace('_', "-")),
+            path,
+        ))
+    });
+    let durable = leaf
+        .try_get_one::<std::path::PathBuf>("durable")
+        .ok()
+        .flatten()
+        .filter(|d| d.exists() && !d.is_dir())
+        .map(|d| {
+            Err(format!(
+                "--durable {} is a file, not a directory (give a new or empty directory)",
+                d.display()
+            ))
+        });
+    if let Some(Err(e)) = std::iter::once(flags::check(leaf))
+        .chain(durable)
+        .chain(outputs)
+        .find(Result::is_err)
+    {
+        eprintln!("granary: {e}");
+        std::process::exit(2);
+    }
     let r = match cli.cmd {
         Cmd::Bench(Bench::Ycsb(a)) => ycsb::run(a).map(|_| ()),
         Cmd::Bench(Bench::Index(a)) => index_bench::run(a).map(|_| ()),

@@ -424,28 +424,6 @@ pub fn mvcc(
     }
 }
 
-/// `--point-index` is refused for designs that have no point index yet,
-/// rather than silently ignored.
-///
-/// # Errors
-/// The flag with such a design, named.
-pub fn check_point_index(on: bool, protocols: &[Protocol]) -> Result<(), String> {
-    if !on {
-        return Ok(());
-    }
-    match protocols
-        .iter()
-        .find(|p| matches!(p, Protocol::Deuteronomy))
-    {
-        Some(p) => Err(format!(
-            "--point-index: {} has no point index yet (silo, kv, 2pl-ordered, 2pl-nowait, \
-             partitioned, hekaton, si and bohm have)",
-            p.name()
-        )),
-        None => Ok(()),
-    }
-}
-
 /// What engines are built from; each design takes what applies to it.
 pub struct EngineOptions<'a> {
     /// Worker threads of the run (a design may size itself by them).

@@ -34,6 +34,61 @@ pub fn machine() -> Machine {
     }
 }
 
+/// Refuse an output file that cannot be written, before the run that
+/// would fill it: `path` must not be a directory, and its directory must
+/// exist and be writable.
+///
+/// # Errors
+/// What is wrong, naming `flag` and the path.
+pub fn check_output_file(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    if path.is_dir() {
+        return Err(format!(
+            "{flag} {} is a directory, not a file",
+            path.display()
+        ));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!(
+            "{flag} {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        ));
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{flag} {}: a path with a NUL byte", path.display()))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        return Err(format!(
+            "{flag} {}: the directory {} is not writable",
+            path.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `a` as one shell command line: words quoted where the shell would
+/// split or expand them.
+pub fn shell_join(a: &[String]) -> String {
+    a.iter()
+        .map(|s| {
+            if !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./,=:".contains(c))
+            {
+                s.clone()
+            } else {
+                format!("'{}'", s.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Write `value` as pretty JSON to `path`.
 pub fn write_json<T: Serialize>(path: &std::path::Path, value: &T) -> Result<(), String> {
     let s = serde_json::to_string_pretty(value).map_err(|e| format!("cannot encode JSON: {e}"))?;

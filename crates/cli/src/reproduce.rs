@@ -16,7 +16,7 @@ use clap::Args;
 use serde_json::Value;
 
 use crate::plot::{self, Format, Kind, PlotArgs};
-use crate::report::machine;
+use crate::report::{machine, shell_join};
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
@@ -29,8 +29,8 @@ pub struct ReproduceArgs {
     /// before it starts).
     #[arg(long)]
     pub full: bool,
-    /// Seconds per measured run with --full.
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    /// Seconds per measured run with --full (`--quick` runs are 1 s).
+    #[arg(long, default_value_t = 10.0, value_name = "S", requires = "full")]
     pub seconds: f64,
     /// Run only these experiments (comma-separated); `--list` names them.
     #[arg(long, value_delimiter = ',', value_name = "NAME")]
@@ -1605,22 +1605,6 @@ fn fmt_num(x: f64) -> String {
 
 fn path_arg(p: &Path) -> String {
     p.to_string_lossy().into_owned()
-}
-
-fn shell_join(a: &[String]) -> String {
-    a.iter()
-        .map(|s| {
-            if !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./,=:".contains(c))
-            {
-                s.clone()
-            } else {
-                format!("'{}'", s.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn header(scale: &Scale, elapsed: f64) -> Vec<String> {

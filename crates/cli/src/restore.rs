@@ -75,7 +75,11 @@ pub fn run(a: &RestoreArgs) -> Result<(), String> {
             } else {
                 " (granary recover --salvage recovers what survives)"
             };
-            return Err(format!("cannot recover {}: {e}{hint}", a.dir.display()));
+            return Err(format!(
+                "cannot recover {}: {}{hint}",
+                a.dir.display(),
+                in_dir(a, &e.to_string())
+            ));
         }
     };
     let stats = db.durability_stats().expect("a durable database");
@@ -89,7 +93,7 @@ pub fn run(a: &RestoreArgs) -> Result<(), String> {
             "pepoch": r.pepoch,
             "recovered_through_epoch": salvage.map_or(r.pepoch, |s| s.epoch),
             "lost_epochs": salvage.and_then(|s| s.lost).map(|(lo, hi)| json!({"first": lo, "last": hi})),
-            "problems": salvage.map_or(Vec::new(), |s| s.problems.iter().map(|p| p.to_string()).collect()),
+            "problems": salvage.map_or(Vec::new(), |s| s.problems.iter().map(|p| in_dir(a, &p.to_string())).collect::<Vec<_>>()),
             "tables": tables,
             "checkpoint_records": r.checkpoint_records,
             "log_records_applied": r.log_records_applied,
@@ -122,11 +126,22 @@ pub fn run(a: &RestoreArgs) -> Result<(), String> {
             }
             println!("what was gone or damaged:");
             for p in &s.problems {
-                println!("  {p}");
+                println!("  {}", in_dir(a, &p.to_string()));
             }
         }
     }
     Ok(())
+}
+
+/// `message` about the copy in OUT, told of DIR: recovery opens the copy,
+/// but what is missing or damaged is missing or damaged in DIR (the copy
+/// has the same files at the same places; OUT is removed on failure).
+fn in_dir(a: &RestoreArgs, message: &str) -> String {
+    let sep = std::path::MAIN_SEPARATOR;
+    message.replace(
+        &format!("{}{sep}", a.out.display()),
+        &format!("{}{sep}", a.dir.display()),
+    )
 }
 
 /// A shared lock on `dir/LOCK` (if it exists), so an open database is

@@ -173,21 +173,33 @@ impl Measurement {
 }
 
 pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
-    if args.threads == 0
-        || args.keys == 0
-        || args.read_pct > 100
-        || !(args.seconds > 0.0 && args.seconds.is_finite())
-        || !(args.warmup >= 0.0 && args.warmup.is_finite())
-        || args.latency_every == 0
-    {
-        return Err(
-            "need --threads ≥ 1, --keys ≥ 1, --read-pct ≤ 100, --seconds > 0, --warmup ≥ 0, --latency-every ≥ 1".into(),
-        );
+    if args.threads == 0 {
+        return Err("--threads must be at least 1, got 0".into());
     }
+    if args.keys == 0 {
+        return Err("--keys must be at least 1, got 0".into());
+    }
+    if args.read_pct > 100 {
+        return Err(format!(
+            "--read-pct is a percentage, at most 100, got {}",
+            args.read_pct
+        ));
+    }
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+        return Err(format!("--seconds must be positive, got {}", args.seconds));
+    }
+    if !(args.warmup >= 0.0 && args.warmup.is_finite()) {
+        return Err(format!("--warmup must be at least 0, got {}", args.warmup));
+    }
+    if args.latency_every == 0 {
+        return Err("--latency-every must be at least 1, got 0".into());
+    }
+    crate::bench::check_epoch_ms(args.epoch_ms)?;
     if args.value_bytes < 8 || args.value_bytes > granary::MAX_VALUE_BYTES {
         return Err(format!(
-            "--value-bytes must be in 8..={}",
-            granary::MAX_VALUE_BYTES
+            "--value-bytes must be between 8 and {}, got {}",
+            granary::MAX_VALUE_BYTES,
+            args.value_bytes
         ));
     }
     if args.runs == 0 || args.protocol.is_empty() {
@@ -200,8 +212,12 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     check_all(&args.protocol, &info)?;
     let seed = args.seed.unwrap_or_else(fresh_seed);
     eprintln!(
-        "ycsb: engines={:?} threads={} keys={} value={}B read={}% global_tid={} snapshots={} always_versions={} runs={} seed={seed}",
-        args.protocol,
+        "ycsb: protocol={} threads={} keys={} value={}B read={}% global_tid={} snapshots={} always_versions={} runs={} seed={seed}",
+        args.protocol
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(","),
         args.threads,
         args.keys,
         args.value_bytes,
@@ -212,7 +228,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         args.runs
     );
     let silo = Options::default()
-        .epoch_interval(Duration::from_millis(args.epoch_ms.max(1)))
+        .epoch_interval(Duration::from_millis(args.epoch_ms))
         .global_tid(args.global_tid)
         .snapshots(!args.no_snapshots)
         .snapshot_versions_idle_epochs(if args.always_versions {

@@ -106,6 +106,7 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
         cfg = cfg.value_bytes(n);
     }
     if let Some(t) = a.theta {
+        crate::bench::check_theta(t)?;
         cfg = cfg.theta(t);
     }
     if let Some(p) = a.read_pct {
@@ -139,18 +140,36 @@ pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
         PlacementArg::Adjacent => Placement::Adjacent,
     });
     let w = Ycsb::new(cfg.clone()).map_err(|e| e.to_string())?;
+    // In the flags' own words, so the line can be typed back.
+    let mix = match cfg.mix {
+        granary_workloads::ycsb::OpMix::PerOp { read_pct } => format!("--read-pct {read_pct}"),
+        granary_workloads::ycsb::OpMix::Fixed { writes } => format!("--writes-per-txn {writes}"),
+    };
+    let kind = serde_json::to_value(cfg.write_kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let placement = match cfg.placement {
+        Placement::Spread => "spread",
+        Placement::Adjacent => "adjacent",
+    };
     eprintln!(
-        "ycsb-mix: preset {} → {:?} keys={} key={}B value={}B ops/txn={} {:?} θ={:.4} ({:?}) long-read fraction {}",
+        "ycsb-mix: --preset {} --keys {} --key-bytes {} --value-bytes {} --ops-per-txn {} {mix} \
+         --write-kind {kind} --theta {:.4} --placement {placement} --long-read-fraction {} \
+         --protocol {}",
         cfg.preset,
-        cfg.mix,
         cfg.keys,
         cfg.key_bytes,
         cfg.value_bytes,
         cfg.ops_per_txn,
-        cfg.write_kind,
         w.theta(),
-        cfg.placement,
-        cfg.long_read_fraction
+        cfg.long_read_fraction,
+        a.common
+            .protocol
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(",")
     );
     let config = Config {
         args: &a,

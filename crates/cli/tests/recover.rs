@@ -129,6 +129,14 @@ fn inspect_and_recover_a_cut_log() {
         "{}",
         text(&r.stderr)
     );
+    // The missing data is missing in DIR: the message names DIR's file,
+    // not the copy's (which is gone).
+    assert!(
+        text(&r.stderr).contains(&*victim.to_string_lossy())
+            && !text(&r.stderr).contains(&*out.to_string_lossy()),
+        "{}",
+        text(&r.stderr)
+    );
     assert!(!out.exists(), "a failed recover left its copy");
 
     let out = base.join("salvaged");
@@ -140,6 +148,8 @@ fn inspect_and_recover_a_cut_log() {
     assert_eq!(lost["first"].as_u64(), Some(through + 1), "{v}");
     assert_eq!(lost["last"].as_u64(), v["pepoch"].as_u64(), "{v}");
     assert_eq!(v["problems"].as_array().unwrap().len(), 1, "{v}");
+    let problem = v["problems"][0].as_str().unwrap();
+    assert!(problem.contains(&*victim.to_string_lossy()), "{v}");
 
     // The original is untouched; the copy opens strictly, with a prefix
     // of the rows (they were written in order, one per transaction).

@@ -35,7 +35,7 @@ fn a_bad_warehouse_count_is_an_error_about_warehouses() {
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
-        err.contains("warehouses must be in 1..=10000, got 0"),
+        err.contains("--warehouses must be between 1 and 10000, got 0"),
         "{err}"
     );
 }
@@ -46,7 +46,7 @@ fn silo_switches_are_refused_where_they_cannot_apply() {
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
-        err.contains("Silo's switches: add silo to --protocol"),
+        err.contains("--no-gc applies to silo only, and --protocol is hekaton: add silo"),
         "{err}"
     );
     let o = granary(&["bench", "tpcc", "--snapshot-stock-level", "--no-snapshots"]);

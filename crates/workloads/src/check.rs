@@ -193,10 +193,17 @@ pub fn run_check<E: Engine>(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<CheckRun, Error> {
     if cfg.threads == 0 || cfg.threads >= u16::MAX as usize {
-        return Err(Error::InvalidOption("threads must be in 1..65535".into()));
+        return Err(Error::InvalidOption(format!(
+            "threads must be between 1 and {}, got {}",
+            u16::MAX - 1,
+            cfg.threads
+        )));
     }
     if cfg.keys < 2 || cfg.keys >= 1 << 30 {
-        return Err(Error::InvalidOption("keys must be in 2..2^30".into()));
+        return Err(Error::InvalidOption(format!(
+            "keys must be between 2 and 2^30 - 1, got {}",
+            cfg.keys
+        )));
     }
     if cfg.workload == CheckWorkload::WriteSkew && cfg.keys % 2 == 1 {
         return Err(Error::InvalidOption(

@@ -85,13 +85,13 @@ impl Queue {
     pub fn new(cfg: QueueConfig) -> Result<Queue, Error> {
         if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
             return Err(Error::InvalidOption(format!(
-                "queues must be in 1..={MAX_QUEUES}, got {}",
+                "queues must be between 1 and {MAX_QUEUES}, got {}",
                 cfg.queues
             )));
         }
         if cfg.live == 0 || cfg.live >= 1 << 40 {
             return Err(Error::InvalidOption(format!(
-                "live items per queue must be in 1..2^40, got {}",
+                "live items per queue must be between 1 and 2^40 - 1, got {}",
                 cfg.live
             )));
         }

@@ -408,7 +408,7 @@ impl YcsbConfig {
         }
         if self.value_bytes < 8 || self.value_bytes > granary_api::MAX_VALUE_BYTES {
             return err(format!(
-                "value size must be in 8..={} bytes (8 for the counter), got {}",
+                "value size must be between 8 and {} bytes (8 for the counter), got {}",
                 granary_api::MAX_VALUE_BYTES,
                 self.value_bytes
             ));
@@ -418,7 +418,7 @@ impl YcsbConfig {
         let kb = self.key_bytes;
         if kb != 8 && !(need..=MAX_KEY_BYTES).contains(&kb) {
             return err(format!(
-                "key length must be 8 (binary) or in {need}..={MAX_KEY_BYTES} (`user` and the digits of {} keys), got {kb}",
+                "key length must be 8 (binary) or between {need} and {MAX_KEY_BYTES} (`user` and the digits of {} keys), got {kb}",
                 self.keys
             ));
         }
@@ -430,7 +430,7 @@ impl YcsbConfig {
             let ops = self.ops_per_txn;
             if ops == 0 || ops > MAX_OPS_PER_TXN || ops as u64 > self.keys {
                 return err(format!(
-                    "operations per transaction must be in 1..={} and at most the key count {} (keys are distinct), got {ops}",
+                    "operations per transaction must be between 1 and {} and at most the key count {} (keys are distinct), got {ops}",
                     MAX_OPS_PER_TXN, self.keys
                 ));
             }
@@ -453,7 +453,7 @@ impl YcsbConfig {
             let n = self.long_read_keys;
             if n == 0 || n > MAX_OPS_PER_TXN || n as u64 > self.keys {
                 return err(format!(
-                    "long-read keys must be in 1..={} and at most the key count {}, got {n}",
+                    "long-read keys must be between 1 and {} and at most the key count {}, got {n}",
                     MAX_OPS_PER_TXN, self.keys
                 ));
             }
@@ -1032,7 +1032,7 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("11..=256"), "{e}");
+        assert!(e.contains("between 11 and 256"), "{e}");
         assert!(cfg.key_bytes(257).validate().is_err());
     }
 

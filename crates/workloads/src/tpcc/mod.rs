@@ -217,7 +217,7 @@ impl Tpcc {
     pub fn new(cfg: TpccConfig) -> Result<Tpcc, ConfigError> {
         if cfg.warehouses == 0 || cfg.warehouses > MAX_WAREHOUSES {
             return Err(ConfigError(format!(
-                "warehouses must be in 1..={MAX_WAREHOUSES}, got {}",
+                "warehouses must be between 1 and {MAX_WAREHOUSES}, got {}",
                 cfg.warehouses
             )));
         }
@@ -226,7 +226,7 @@ impl Tpcc {
         }
         if !(1..=MAX_SCALE_DOWN).contains(&cfg.scale_down) {
             return Err(ConfigError(format!(
-                "scale_down must be in 1..={MAX_SCALE_DOWN}, got {}",
+                "scale_down must be between 1 and {MAX_SCALE_DOWN}, got {}",
                 cfg.scale_down
             )));
         }
