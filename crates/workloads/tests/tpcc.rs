@@ -129,7 +129,7 @@ fn bad_configurations_are_errors() {
         .err()
         .expect("an error")
         .to_string()
-        .contains("0..=100"));
+        .contains("between 0 and 100"));
 }
 
 #[test]

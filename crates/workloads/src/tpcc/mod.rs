@@ -222,7 +222,10 @@ impl Tpcc {
             )));
         }
         if !(0.0..=100.0).contains(&cfg.remote_item_pct) || cfg.remote_payment_pct > 100 {
-            return Err(ConfigError("remote percentages must be in 0..=100".into()));
+            return Err(ConfigError(format!(
+                "remote percentages must be between 0 and 100, got {} (items) and {} (payments)",
+                cfg.remote_item_pct, cfg.remote_payment_pct
+            )));
         }
         if !(1..=MAX_SCALE_DOWN).contains(&cfg.scale_down) {
             return Err(ConfigError(format!(
