@@ -579,15 +579,33 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
 
 /// Each protocol's medians and its ratio to the first.
 fn print_summaries(name: &str, threads: usize, summaries: &[Summary]) {
-    for s in summaries {
+    // A protocol named twice (`silo,silo`) is told apart by its place.
+    let named = |i: usize| {
+        let p = summaries[i].protocol;
+        if summaries.iter().filter(|s| s.protocol == p).count() > 1 {
+            format!("{p} (#{})", i + 1)
+        } else {
+            p.to_string()
+        }
+    };
+    for (i, s) in summaries.iter().enumerate() {
+        let runs = s.runs_txn_per_s.len();
+        let ratio = if i == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {:.3}x the throughput of {}",
+                s.throughput_ratio,
+                named(0)
+            )
+        };
         println!(
-            "{name} protocol={} threads={threads}: median {:.0} txn/s ({:.0}/thread), {:.0} aborts/s; {:.3}x the throughput of {}",
-            s.protocol,
+            "{name} protocol={} threads={threads}: median of {runs} run{} {:.0} txn/s ({:.0}/thread), {:.0} aborts/s{ratio}",
+            named(i),
+            if runs == 1 { "" } else { "s" },
             s.throughput_txn_per_s,
             s.throughput_txn_per_s / threads as f64,
             s.aborts_per_s,
-            s.throughput_ratio,
-            summaries[0].protocol
         );
     }
 }

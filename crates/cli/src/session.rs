@@ -227,16 +227,25 @@ pub struct Summary {
     pub load_s: f64,
     /// Each run's throughput, in run order.
     pub runs_txn_per_s: Vec<f64>,
-    /// The report of the run whose throughput is the median.
+    /// The report of a run at the median (of an even count of runs, the
+    /// lower of the middle two).
     pub result: RunReport,
 }
 
-/// The median of `v` (the upper one of an even count), and its index.
+/// The median of `v` (of an even count, the mean of the middle two), and
+/// the index of a run at the median (of an even count, the lower middle
+/// one).
 fn median(v: &[f64]) -> (f64, usize) {
     let mut order: Vec<usize> = (0..v.len()).collect();
     order.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
-    let i = order[order.len() / 2];
-    (v[i], i)
+    let n = order.len();
+    if n % 2 == 1 {
+        let i = order[n / 2];
+        (v[i], i)
+    } else {
+        let (lo, hi) = (order[n / 2 - 1], order[n / 2]);
+        ((v[lo] + v[hi]) / 2.0, lo)
+    }
 }
 
 /// Each protocol's summary, from [`alternate`]'s reports.
@@ -278,6 +287,7 @@ mod tests {
     fn median_and_where_it_is() {
         assert_eq!(median(&[3.0]), (3.0, 0));
         assert_eq!(median(&[5.0, 1.0, 3.0]), (3.0, 2));
-        assert_eq!(median(&[4.0, 1.0]), (4.0, 0));
+        assert_eq!(median(&[4.0, 1.0]), (2.5, 1));
+        assert_eq!(median(&[4.0, 1.0, 8.0, 2.0]), (3.0, 3));
     }
 }

@@ -265,7 +265,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     let reports = session::alternate(&loaded, args.runs, &cfg, &mut |r, p, report| {
         let reasons = abort_reasons(report);
         println!(
-            "ycsb run {r} engine={p:?} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s {reasons:?}",
+            "ycsb run {r} protocol={p} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s {reasons:?}",
             args.threads,
             report.throughput_txn_per_s,
             report.throughput_txn_per_s / args.threads as f64,
@@ -277,7 +277,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     let summaries = session::summarize(&loaded, &reports);
     for s in &summaries {
         println!(
-            "ycsb engine={:?} threads={} keys={}: median {:.0} txn/s ({:.0} txn/s/thread), {:.0} aborts/s",
+            "ycsb protocol={} threads={} keys={}: median {:.0} txn/s ({:.0} txn/s/thread), {:.0} aborts/s",
             s.protocol,
             args.threads,
             args.keys,
@@ -288,7 +288,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     }
     for s in &summaries[1..] {
         println!(
-            "ycsb: {:?} / {:?} throughput ratio {:.3}",
+            "ycsb: {} / {} throughput ratio {:.3}",
             s.protocol, summaries[0].protocol, s.throughput_ratio
         );
     }

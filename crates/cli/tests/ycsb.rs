@@ -35,11 +35,11 @@ fn json_keeps_its_contract_keys_for_both_engines() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     for line in [
-        "ycsb run 0 engine=Silo threads=2: ",
-        "ycsb run 1 engine=Kv threads=2: ",
-        "ycsb engine=Silo threads=2 keys=5000: median ",
-        "ycsb engine=Kv threads=2 keys=5000: median ",
-        "ycsb: Kv / Silo throughput ratio ",
+        "ycsb run 0 protocol=silo threads=2: ",
+        "ycsb run 1 protocol=kv threads=2: ",
+        "ycsb protocol=silo threads=2 keys=5000: median ",
+        "ycsb protocol=kv threads=2 keys=5000: median ",
+        "ycsb: kv / silo throughput ratio ",
     ] {
         assert!(out.contains(line), "stdout lacks {line:?}:\n{out}");
     }
