@@ -304,8 +304,29 @@ fn check_one(
         println!("smallest anomaly, with its transactions:");
         println!("{}", report.explain(&run.history));
     }
+    // One count, told whole: what the checker found and the invariants
+    // that failed, over every transaction checked (the timed ones and
+    // those that loaded or audited the data).
+    let parts = if violations.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} found by the checker, {} invariant violations)",
+            report.anomaly_count(),
+            violations.len()
+        )
+    };
+    let extra = (report.transactions as u64).saturating_sub(run.committed);
+    let setup = if extra == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({} recorded, {extra} that loaded or audited the data)",
+            run.committed
+        )
+    };
     println!(
-        "{anomalies} anomalies in {} transactions",
+        "{anomalies} anomalies{parts} in {} transactions{setup}",
         report.transactions
     );
     Ok(Output {
