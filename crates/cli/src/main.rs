@@ -121,8 +121,9 @@ enum Bench {
     /// of checkpoint and log, and the CPU time recovery took (how many
     /// threads it kept busy on average). The files are evicted from the page cache
     /// (posix_fadvise, no privilege needed) before the read and again
-    /// before recovery, so both start cold. Example: granary bench recover
-    /// /tmp/db --threads 2
+    /// before recovery, so both start cold. DIR is left untouched: a copy
+    /// of it is recovered (--in-place recovers DIR itself, as a restart
+    /// would). Example: granary bench recover /tmp/db --threads 2
     Recover(recover::RecoverArgs),
 }
 

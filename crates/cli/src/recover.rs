@@ -25,6 +25,13 @@ pub struct RecoverArgs {
     /// Write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Recover DIR itself, as a restart would: that changes it (the
+    /// current log files are closed into a new generation and the durable
+    /// epoch advances). By default DIR is left untouched: it is copied
+    /// beside itself (DIR.recovering-PID, removed afterwards; as much disk
+    /// again) and the copy is recovered.
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 #[derive(Serialize)]
@@ -64,7 +71,32 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
         .max(1);
-    let info = durable::scan(&a.dir).map_err(|e| e.to_string())?;
+    if a.in_place {
+        return timed(a, &a.dir, threads);
+    }
+    let name = a
+        .dir
+        .file_name()
+        .map_or_else(|| "db".into(), |n| n.to_string_lossy().into_owned());
+    let copy = a
+        .dir
+        .with_file_name(format!("{name}.recovering-{}", std::process::id()));
+    {
+        // A database open in another process holds LOCK: do not copy
+        // files that are being written.
+        let _lock = crate::restore::lock_shared(&a.dir)?;
+        crate::restore::copy_dir(&a.dir, &copy).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&copy);
+        })?;
+    }
+    let r = timed(a, &copy, threads);
+    let _ = std::fs::remove_dir_all(&copy);
+    r
+}
+
+/// Time the recovery of `dir` (DIR or its copy) against reading its bytes.
+fn timed(a: &RecoverArgs, dir: &std::path::Path, threads: usize) -> Result<(), String> {
+    let info = durable::scan(dir).map_err(|e| e.to_string())?;
     // The bytes recovery reads: checkpoint files whole, and the log blocks
     // it replays (blocks a checkpoint supersedes are skipped unread).
     let ranges = info.recovery_reads();
@@ -83,7 +115,7 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         .recovery_threads(threads);
     let cpu = cpu_seconds();
     let t = Instant::now();
-    let db = Database::open(&a.dir, opts).map_err(|e| e.to_string())?;
+    let db = Database::open(dir, opts).map_err(|e| e.to_string())?;
     let recovery_seconds = t.elapsed().as_secs_f64();
     let recovery_cpu_seconds = cpu_seconds() - cpu;
     let s = db
@@ -113,7 +145,8 @@ pub fn run(a: &RecoverArgs) -> Result<(), String> {
         machine: machine(),
     };
     println!(
-        "recovered {} to e_p = {} with {} threads in {:.3} s",
+        "recovered {}{} to e_p = {} with {} threads in {:.3} s",
+        if a.in_place { "" } else { "a copy of " },
         a.dir.display(),
         out.pepoch,
         threads,

@@ -146,7 +146,7 @@ fn in_dir(a: &RestoreArgs, message: &str) -> String {
 
 /// A shared lock on `dir/LOCK` (if it exists), so an open database is
 /// refused.
-fn lock_shared(dir: &Path) -> Result<Option<File>, String> {
+pub(crate) fn lock_shared(dir: &Path) -> Result<Option<File>, String> {
     let path = dir.join(format::LOCK_FILE);
     let Ok(f) = File::open(&path) else {
         return Ok(None);
@@ -163,7 +163,7 @@ fn lock_shared(dir: &Path) -> Result<Option<File>, String> {
 
 /// Copy every file and directory under `from` (but `LOCK`) to `to`, with
 /// a progress bar in bytes.
-fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
     let mut files = Vec::new();
     let mut total = 0;
     let mut stack = vec![PathBuf::new()];
