@@ -40,11 +40,8 @@ fn epochs(lo: Option<u64>, hi: Option<u64>) -> String {
 }
 
 pub fn run(a: &InspectArgs) -> Result<(), String> {
-    if !durable::recover::exists(&a.dir) {
-        return Err(format!(
-            "{} is not a granary database directory (no pepoch file)",
-            a.dir.display()
-        ));
+    if let Some(why) = crate::report::not_a_silo_dir(&a.dir) {
+        return Err(why);
     }
     let info = durable::scan(&a.dir).map_err(|e| e.to_string())?;
     if a.json {

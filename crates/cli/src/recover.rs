@@ -61,11 +61,8 @@ struct Output {
 }
 
 pub fn run(a: &RecoverArgs) -> Result<(), String> {
-    if !durable::recover::exists(&a.dir) {
-        return Err(format!(
-            "{} is not a granary database directory (no pepoch file)",
-            a.dir.display()
-        ));
+    if let Some(why) = crate::report::not_a_silo_dir(&a.dir) {
+        return Err(why);
     }
     let threads = a
         .threads

@@ -71,6 +71,40 @@ pub fn check_output_file(flag: &str, path: &std::path::Path) -> Result<(), Strin
     Ok(())
 }
 
+/// Why `dir` is not a Silo database directory, for `inspect`, `recover`
+/// and `bench recover` (which read Silo's directories): it does not exist,
+/// is a file, is Deuteronomy's, or has no pepoch file. `None` if it has one.
+pub fn not_a_silo_dir(dir: &std::path::Path) -> Option<String> {
+    let d = dir.display();
+    if !dir.exists() {
+        return Some(format!("{d} does not exist"));
+    }
+    if !dir.is_dir() {
+        return Some(format!("{d} is a file, not a database directory"));
+    }
+    if dir.join(granary::durable::format::PEPOCH_FILE).exists() {
+        return None;
+    }
+    // Deuteronomy's TC writes `tables` and log segments `log-<16 hex>`.
+    let deuteronomy = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix("log-")
+                .is_some_and(|h| h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()))
+        })
+    });
+    Some(if deuteronomy {
+        format!(
+            "{d} is a Deuteronomy directory (its recovery log, not Silo's): this command reads \
+             Silo's directories; Deuteronomy's recovers when its TC opens it \
+             (docs/FORMAT.md, \"Deuteronomy: recovery\")"
+        )
+    } else {
+        format!("{d} is not a granary database directory (no pepoch file)")
+    })
+}
+
 /// `a` as one shell command line: words quoted where the shell would
 /// split or expand them.
 pub fn shell_join(a: &[String]) -> String {

@@ -35,6 +35,9 @@ pub struct RestoreArgs {
 }
 
 pub fn run(a: &RestoreArgs) -> Result<(), String> {
+    if let Some(why) = crate::report::not_a_silo_dir(&a.dir) {
+        return Err(why);
+    }
     let pe_path = a.dir.join(format::PEPOCH_FILE);
     let pe = fs::read(&pe_path)
         .ok()

@@ -262,7 +262,23 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "inspect /nonexistent/dir",
-        "/nonexistent/dir is not a granary database directory",
+        "/nonexistent/dir does not exist",
+    ),
+    (
+        "inspect /etc/passwd",
+        "/etc/passwd is a file, not a database directory",
+    ),
+    (
+        "inspect /",
+        "/ is not a granary database directory (no pepoch file)",
+    ),
+    (
+        "recover /nonexistent/dir out",
+        "/nonexistent/dir does not exist",
+    ),
+    (
+        "bench recover /nonexistent/dir",
+        "/nonexistent/dir does not exist",
     ),
     (
         "plot /nonexistent.json --out p",
@@ -359,4 +375,32 @@ fn bad_invocations_are_refused_before_anything_runs() {
         CASES.len(),
         wrong.join("\n")
     );
+}
+
+/// `inspect`, `recover` and `bench recover` read Silo's directories; on
+/// Deuteronomy's they say so, rather than "not a granary directory".
+#[test]
+fn silo_tools_name_a_deuteronomy_directory() {
+    let dir = common::scratch("bad", "deuteronomy");
+    let deut = dir.join("deut");
+    std::fs::create_dir_all(&deut).unwrap();
+    std::fs::write(deut.join("log-0000000000000000"), b"").unwrap();
+    std::fs::write(deut.join("tables"), b"").unwrap();
+    let d = deut.to_str().unwrap();
+    let out = dir.join("out");
+    for args in [
+        vec!["inspect", d],
+        vec!["recover", d, out.to_str().unwrap()],
+        vec!["bench", "recover", d],
+    ] {
+        let o = common::granary(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("is a Deuteronomy directory"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -48,6 +48,10 @@ pub enum InputError {
     UnknownShape {
         file: PathBuf,
     },
+    /// A `granary check` result (anomalies, not throughput).
+    CheckResult {
+        file: PathBuf,
+    },
     Missing {
         file: PathBuf,
         field: String,
@@ -73,6 +77,12 @@ impl fmt::Display for InputError {
             InputError::Json { file, error } => {
                 write!(f, "{}: not valid JSON: {error}", file.display())
             }
+            InputError::CheckResult { file } => write!(
+                f,
+                "{}: this is a `granary check` result (anomalies, not throughput); \
+                 `granary plot` draws `granary bench … --json` results",
+                file.display()
+            ),
             InputError::UnknownShape { file } => write!(
                 f,
                 "{}: not a granary benchmark result: it has no `protocols`, `result` \
@@ -164,6 +174,11 @@ impl Run {
         let d = Doc { file, root: &doc };
         if !doc.is_object() {
             return Err(d.wrong("(top level)", "an object"));
+        }
+        if lookup(&doc, "anomalies").is_some() && lookup(&doc, "benchmark").is_none() {
+            return Err(InputError::CheckResult {
+                file: file.to_path_buf(),
+            });
         }
         let benchmark = d.str_at("benchmark")?.to_string();
         let (threads_field, threads) = d.threads()?;
@@ -506,6 +521,15 @@ mod tests {
             "x.json: field `result.per_second.1` is not a number"
         );
 
+        let e = Run::from_value(
+            Path::new("c.json"),
+            json!({"transactions": 10, "anomalies": 0, "workload": "bank"}),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("this is a `granary check` result"),
+            "{e}"
+        );
         let e = Run::from_value(Path::new("y.json"), json!([1, 2])).unwrap_err();
         assert!(e.to_string().starts_with("y.json: "), "{e}");
     }
