@@ -445,18 +445,7 @@ fn opts(c: &CommonArgs) -> Options {
 
 /// The common flags' values are in range; the error names the flag.
 pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
-    if c.threads == 0 {
-        return Err("--threads must be at least 1, got 0".into());
-    }
-    if !(c.seconds.is_finite() && c.seconds > 0.0) {
-        return Err(format!("--seconds must be positive, got {}", c.seconds));
-    }
-    if !(c.warmup.is_finite() && c.warmup >= 0.0) {
-        return Err(format!("--warmup must be at least 0, got {}", c.warmup));
-    }
-    if c.latency_every == 0 {
-        return Err("--latency-every must be at least 1, got 0".into());
-    }
+    check_run(c.threads, c.seconds, c.warmup, c.latency_every)?;
     if let Some(s) = c.durable.checkpoint_interval {
         if !(s.is_finite() && s > 0.0) {
             return Err(format!("--checkpoint-interval must be positive, got {s}"));
@@ -464,6 +453,32 @@ pub(crate) fn check_common(c: &CommonArgs) -> Result<(), String> {
     }
     // Flags a protocol does not take are refused by `flags::check`.
     check_epoch_ms(c.epoch_ms)
+}
+
+/// The run's flags every driver benchmark and `bench ycsb` take are in
+/// range; the error names the flag.
+///
+/// # Errors
+/// The first out of range.
+pub(crate) fn check_run(
+    threads: usize,
+    seconds: f64,
+    warmup: f64,
+    latency_every: u32,
+) -> Result<(), String> {
+    if threads == 0 {
+        return Err("--threads must be at least 1, got 0".into());
+    }
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("--seconds must be positive, got {seconds}"));
+    }
+    if !(warmup.is_finite() && warmup >= 0.0) {
+        return Err(format!("--warmup must be at least 0, got {warmup}"));
+    }
+    if latency_every == 0 {
+        return Err("--latency-every must be at least 1, got 0".into());
+    }
+    Ok(())
 }
 
 /// `--theta` is a Zipfian skew in [0, 1).

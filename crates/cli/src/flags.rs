@@ -227,6 +227,31 @@ pub fn check(m: &ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
+/// Everything refused before a run starts, on the verb `m` ran: a flag no
+/// protocol of the run takes ([`check`]), an output file that could not be
+/// written after the run (`--json`, `--save-history`), and a `--durable`
+/// that is a file.
+///
+/// # Errors
+/// The first of these, in the user's words.
+pub fn before_run(m: &ArgMatches) -> Result<(), String> {
+    check(m)?;
+    if let Ok(Some(d)) = m.try_get_one::<std::path::PathBuf>("durable") {
+        if d.exists() && !d.is_dir() {
+            return Err(format!(
+                "--durable {} is a file, not a directory (give a new or empty directory)",
+                d.display()
+            ));
+        }
+    }
+    for id in ["json", "save_history"] {
+        if let Ok(Some(path)) = m.try_get_one::<std::path::PathBuf>(id) {
+            crate::report::check_output_file(&format!("--{}", id.replace('_', "-")), path)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -157,32 +157,9 @@ fn main() {
     }
     let matches = negative_numbers(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    // A flag no protocol of the run takes is refused before anything runs.
-    // So is an output file that could not be written after the run.
-    let leaf = flags::leaf(&matches);
-    let outputs = ["json", "save_history"].into_iter().filter_map(|id| {
-        let path = leaf.try_get_one::<std::path::PathBuf>(id).ok()??;
-        Some(report::check_output_file(
-            &format!("--{}", id.replace('_', "-")),
-            path,
-        ))
-    });
-    let durable = leaf
-        .try_get_one::<std::path::PathBuf>("durable")
-        .ok()
-        .flatten()
-        .filter(|d| d.exists() && !d.is_dir())
-        .map(|d| {
-            Err(format!(
-                "--durable {} is a file, not a directory (give a new or empty directory)",
-                d.display()
-            ))
-        });
-    if let Some(Err(e)) = std::iter::once(flags::check(leaf))
-        .chain(durable)
-        .chain(outputs)
-        .find(Result::is_err)
-    {
+    // A flag no protocol of the run takes, and an output or directory
+    // that could not be used, are refused before anything runs.
+    if let Err(e) = flags::before_run(flags::leaf(&matches)) {
         eprintln!("granary: {e}");
         std::process::exit(2);
     }

@@ -18,6 +18,9 @@ use serde_json::Value;
 use crate::plot::{self, Format, Kind, PlotArgs};
 use crate::report::{machine, shell_join};
 
+/// The cargo profile this binary was built with (`crates/cli/build.rs`).
+const PROFILE: &str = env!("GRANARY_PROFILE");
+
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
     /// Small scale: every experiment on small tables with 1-second runs,
@@ -1341,11 +1344,11 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         std::fs::create_dir_all(out.join(d))
             .map_err(|e| format!("cannot create {}: {e}", out.join(d).display()))?;
     }
-    if env!("GRANARY_PROFILE") != "dist" {
+    if PROFILE != "dist" {
         eprintln!(
             "note: this granary is a `{}` build; docs/BENCHMARKS.md's figures are from the \
              `dist` profile (cargo install --path crates/cli --locked --profile dist)",
-            env!("GRANARY_PROFILE")
+            PROFILE
         );
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
@@ -1614,14 +1617,14 @@ fn header(scale: &Scale, elapsed: f64) -> Vec<String> {
             "Machine: {} cores, {} ({} {}); granary {} ({}).",
             m.cpus, m.cpu_model, m.os, m.arch, m.granary_version, m.build
         ),
-        if env!("GRANARY_PROFILE") == "dist" {
+        if PROFILE == "dist" {
             "Build: the `dist` profile, as docs/BENCHMARKS.md's figures.".into()
         } else {
             format!(
                 "Build: the `{}` profile. docs/BENCHMARKS.md's figures are from the \
                  `dist` profile (thin LTO, one codegen unit), which is faster; build it \
                  with `cargo install --path crates/cli --locked --profile dist` to compare.",
-                env!("GRANARY_PROFILE")
+                PROFILE
             )
         },
         format!(

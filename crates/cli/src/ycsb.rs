@@ -173,9 +173,7 @@ impl Measurement {
 }
 
 pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
-    if args.threads == 0 {
-        return Err("--threads must be at least 1, got 0".into());
-    }
+    crate::bench::check_run(args.threads, args.seconds, args.warmup, args.latency_every)?;
     if args.keys == 0 {
         return Err("--keys must be at least 1, got 0".into());
     }
@@ -184,15 +182,6 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             "--read-pct is a percentage, at most 100, got {}",
             args.read_pct
         ));
-    }
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        return Err(format!("--seconds must be positive, got {}", args.seconds));
-    }
-    if !(args.warmup >= 0.0 && args.warmup.is_finite()) {
-        return Err(format!("--warmup must be at least 0, got {}", args.warmup));
-    }
-    if args.latency_every == 0 {
-        return Err("--latency-every must be at least 1, got 0".into());
     }
     crate::bench::check_epoch_ms(args.epoch_ms)?;
     if args.value_bytes < 8 || args.value_bytes > granary::MAX_VALUE_BYTES {
