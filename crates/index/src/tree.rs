@@ -3590,12 +3590,13 @@ mod tests {
     }
 }
 
-/// Cursor inserts racing splits, model-checked. Both sides run in spawned
-/// threads (the main thread only sets up and joins), so loom explores
-/// either finishing first. The preemption bounds keep each test to about a
-/// minute at most; with them, each still fails a cursor that ignores its
-/// leaf's right sibling (the leaf test) or its parent's version (the
-/// parent test).
+/// Cursor inserts racing splits, unlinks racing inserts, lookups and
+/// scans, and lookups racing a prefix change, model-checked on 4-wide
+/// nodes (see `LEAF_WIDTH`). Both sides run in spawned threads (the main
+/// thread only sets up and joins), so loom explores either finishing
+/// first. With the preemption bounds each model runs in seconds, and the
+/// cursor models still fail a cursor that ignores its leaf's right
+/// sibling (the leaf test) or its parent's version (the parent test).
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::shape::check;
@@ -3737,13 +3738,15 @@ mod loom_tests {
         }
     }
 
-    /// Leaves of keys 1..=12, 13..=24 and 25 under the root; the middle
-    /// one keeps only 13, and its unlink drops it from the root.
+    /// Leaves of keys 1..=w, w+1..=2w and 2w+1 under the root (w =
+    /// LEAF_WIDTH); the middle one keeps only w+1, and its unlink drops it
+    /// from the root.
     fn middle_child_race(rival: Rival) {
         bounded().check(move || {
-            let t = tree_of(25);
-            remove_all(&t, 14..=24);
-            unlink_race(t, 13, (12, 25), 14, rival);
+            let w = LEAF_WIDTH as u64;
+            let t = tree_of(2 * w + 1);
+            remove_all(&t, w + 2..=2 * w);
+            unlink_race(t, w + 1, (w, 2 * w + 1), w as usize + 2, rival);
         });
     }
 
@@ -3765,16 +3768,14 @@ mod loom_tests {
         middle_child_race(Rival::Scan);
     }
 
-    /// An unlink of a first child races lookups on both sides: the
-    /// unlink also replaces the root's separator (the parent's lower
-    /// bound) with the fence of the parent's next child. (With an insert
-    /// as the rival, this model ran 13 minutes: each of its runs builds a
-    /// tree of 158 keys.)
-    #[test]
-    fn unlink_of_a_first_child_races_lookups() {
-        bounded().check(|| {
-            // 14 leaves: the root splits, and the right inner node holds
-            // leaves 12 and 13 (keys 145..=156 and 157..=158).
+    /// An unlink of a first child against `rival`: the unlink also
+    /// replaces the root's separator (the parent's lower bound) with the
+    /// fence of the parent's next child.
+    fn first_child_race(rival: Rival) {
+        bounded().check(move || {
+            // INNER_WIDTH + 2 leaves: the root splits, and the right
+            // inner node holds the last two (at width 12, keys 145..=156
+            // and 157..=158).
             let w = LEAF_WIDTH as u64;
             let n = (INNER_WIDTH as u64 + 1) * w + 2;
             let t = tree_of(n);
@@ -3795,8 +3796,26 @@ mod loom_tests {
             assert_eq!(l.header.count.load(R), 1);
             assert_eq!(l.slices[0].load(R), 10 * first);
             let total = n as usize - (w as usize - 1);
-            unlink_race(t, first, (first - 1, n), total, Rival::Lookups);
+            unlink_race(t, first, (first - 1, n), total, rival);
         });
+    }
+
+    /// An unlink of a first child races an insert into its range.
+    #[test]
+    fn unlink_of_a_first_child_races_an_insert() {
+        first_child_race(Rival::Insert);
+    }
+
+    /// An unlink of a first child races lookups on both sides.
+    #[test]
+    fn unlink_of_a_first_child_races_lookups() {
+        first_child_race(Rival::Lookups);
+    }
+
+    /// An unlink of a first child races a scan across it.
+    #[test]
+    fn unlink_of_a_first_child_races_a_scan() {
+        first_child_race(Rival::Scan);
     }
 
     /// A cursor splits its leaf under the parent it remembers, while
@@ -3888,14 +3907,16 @@ mod loom_tests {
         b.preemption_bound = Some(2);
         b.max_branches = 100_000;
         b.check(|| {
-            let t = tree_of(11);
-            let loader = inserter(&t, vec![111, 112], true);
+            // One leaf, one slot short of full.
+            let n = LEAF_WIDTH as u64 - 1;
+            let t = tree_of(n);
+            let loader = inserter(&t, vec![10 * n + 1, 10 * n + 2], true);
             // Splits the leaf once it is full.
             let other = inserter(&t, vec![1], false);
             loader.join().unwrap();
             other.join().unwrap();
             let s = check(&t);
-            assert_eq!(s.keys.len(), 14);
+            assert_eq!(s.keys.len(), n as usize + 3);
         });
     }
 }
