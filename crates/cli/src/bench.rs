@@ -514,7 +514,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     info: WorkloadInfo,
     c: &CommonArgs,
     config: &C,
-) -> Result<RunReport, String> {
+) -> Result<Vec<Summary>, String> {
     check_common(c)?;
     if c.runs == 0 {
         return Err("--runs must be at least 1, got 0".into());
@@ -563,6 +563,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     let summaries = session::summarize(&loaded, &reports);
     if !single {
         print_summaries(name, c.threads, &summaries);
+        print_memory(name, &summaries);
     }
     for l in &loaded {
         l.print_logging();
@@ -589,20 +590,48 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     if violations > 0 {
         return Err(format!("{violations} invariant violations after the run"));
     }
-    Ok(first.result.clone())
+    Ok(summaries)
+}
+
+/// Summary `i`'s protocol, told apart by its place when `--protocol`
+/// names it twice (`silo (#1)`, `silo (#2)`).
+pub(crate) fn named(summaries: &[Summary], i: usize) -> String {
+    let p = summaries[i].protocol;
+    if summaries.iter().filter(|s| s.protocol == p).count() > 1 {
+        format!("{p} (#{})", i + 1)
+    } else {
+        p.to_string()
+    }
+}
+
+/// With several databases in one process, each one's own memory (the
+/// process's resident set is all of them together).
+pub(crate) fn print_memory(name: &str, summaries: &[Summary]) {
+    if summaries.len() < 2 {
+        return;
+    }
+    let own: Vec<String> = (0..summaries.len())
+        .filter_map(|i| {
+            let b = summaries[i].database_bytes?;
+            Some(format!(
+                "{} {:.1} MiB",
+                named(summaries, i),
+                b as f64 / 1048576.0
+            ))
+        })
+        .collect();
+    if !own.is_empty() {
+        println!(
+            "{name} memory, each database's own (resident-set growth over its load and runs; \
+             memory one run freed can be reused by a later load, so later ones may read low): {}",
+            own.join(", ")
+        );
+    }
 }
 
 /// Each protocol's medians and its ratio to the first.
 fn print_summaries(name: &str, threads: usize, summaries: &[Summary]) {
-    // A protocol named twice (`silo,silo`) is told apart by its place.
-    let named = |i: usize| {
-        let p = summaries[i].protocol;
-        if summaries.iter().filter(|s| s.protocol == p).count() > 1 {
-            format!("{p} (#{})", i + 1)
-        } else {
-            p.to_string()
-        }
-    };
+    let named = |i: usize| named(summaries, i);
     for (i, s) in summaries.iter().enumerate() {
         let runs = s.runs_txn_per_s.len();
         let ratio = if i == 0 {
@@ -686,11 +715,21 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
         }
     }
     println!("  per second: {:?}", r.per_second);
-    println!(
-        "  memory: rss {:.1} MiB, peak {:.1} MiB",
-        r.rss_bytes as f64 / 1048576.0,
-        r.peak_rss_bytes as f64 / 1048576.0
-    );
+    let mib = |b: f64| b / 1048576.0;
+    let (rss, peak) = (mib(r.rss_bytes as f64), mib(r.peak_rss_bytes as f64));
+    match (r.database_bytes, r.databases_loaded) {
+        (Some(own), n) if n > 1 => println!(
+            "  memory: its database {:.1} MiB (resident-set growth over its load and runs); \
+             the process {rss:.1} MiB, peak {peak:.1} MiB, with {n} databases loaded",
+            mib(own as f64)
+        ),
+        (Some(own), _) => println!(
+            "  memory: rss {rss:.1} MiB, peak {peak:.1} MiB; the database {:.1} MiB of it \
+             (resident-set growth over its load and runs)",
+            mib(own as f64)
+        ),
+        (None, _) => println!("  memory: rss {rss:.1} MiB, peak {peak:.1} MiB"),
+    }
     if !checked {
         println!("  invariants: not checked");
     } else if r.invariant_violations.is_empty() {
@@ -702,7 +741,7 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
     }
 }
 
-pub fn tpcc(a: TpccArgs) -> Result<RunReport, String> {
+pub fn tpcc(a: TpccArgs) -> Result<Vec<Summary>, String> {
     // Before the warehouse count, which defaults to the thread count: an
     // error names the flag the user set.
     check_common(&a.common)?;

@@ -4,7 +4,6 @@
 //! show what deletes leave behind in memory.
 
 use clap::Args;
-use granary_workloads::driver::RunReport;
 use granary_workloads::queue::{self, Queue, QueueConfig, MAX_QUEUES};
 use serde::Serialize;
 
@@ -24,7 +23,7 @@ pub struct QueueArgs {
     pub value_bytes: usize,
 }
 
-pub fn run(a: QueueArgs) -> Result<RunReport, String> {
+pub fn run(a: QueueArgs) -> Result<(), String> {
     let threads = a.common.threads;
     if threads > MAX_QUEUES {
         return Err(format!(
@@ -53,19 +52,39 @@ pub fn run(a: QueueArgs) -> Result<RunReport, String> {
              submitted procedures would need the queue's head tracked in flight",
         );
     let make = |_| Queue::new(cfg.clone()).map_err(|e| e.to_string());
-    let r = drive("queue", make, info, &a.common, &a)?;
+    let summaries = drive("queue", make, info, &a.common, &a)?;
     let live = cfg.live_bytes() as f64;
     let mib = |b: f64| b / (1u64 << 20) as f64;
-    if let (Some(&first), Some(&last)) = (r.rss_per_second.first(), r.rss_per_second.last()) {
-        println!(
-            "  queue memory: live items {:.1} MiB; resident {:.1} MiB after the first measured \
-             second, {:.1} MiB after the last ({:.1}× the live items, {:+.1} MiB in between)",
-            mib(live),
-            mib(first as f64),
-            mib(last as f64),
-            last as f64 / live,
-            mib(last as f64) - mib(first as f64)
-        );
+    for (i, s) in summaries.iter().enumerate() {
+        let r = &s.result;
+        let (Some(&first), Some(&last)) = (r.rss_per_second.first(), r.rss_per_second.last())
+        else {
+            continue;
+        };
+        // The resident set's change within a run is the running
+        // database's own: the others sit still meanwhile.
+        let change = mib(last as f64) - mib(first as f64);
+        let who = match summaries.len() {
+            1 => String::new(),
+            _ => format!(" ({})", crate::bench::named(&summaries, i)),
+        };
+        match r.database_bytes {
+            Some(own) => println!(
+                "  queue memory{who}: live items {:.1} MiB; the database holds {:.1} MiB after the \
+                 run ({:.1}× the live items), {change:+.1} MiB between the first and the last \
+                 measured second",
+                mib(live),
+                mib(own as f64),
+                own as f64 / live,
+            ),
+            None => println!(
+                "  queue memory{who}: live items {:.1} MiB; resident {:.1} MiB after the first \
+                 measured second, {:.1} MiB after the last ({change:+.1} MiB)",
+                mib(live),
+                mib(first as f64),
+                mib(last as f64),
+            ),
+        }
     }
-    Ok(r)
+    Ok(())
 }

@@ -26,6 +26,9 @@ pub trait Loaded {
     fn protocol(&self) -> Protocol;
     /// Seconds its loading took.
     fn load_s(&self) -> f64;
+    /// How much the process's resident set grew over its load, bytes (0
+    /// where the resident set cannot be read).
+    fn load_rss_growth(&self) -> i64;
     /// One measured run.
     ///
     /// # Errors
@@ -47,6 +50,7 @@ struct Db<E, W> {
     db: E,
     w: W,
     load_s: f64,
+    load_rss_growth: i64,
 }
 
 impl<E: Engine + 'static, W: Workload> Loaded for Db<E, W> {
@@ -56,6 +60,10 @@ impl<E: Engine + 'static, W: Workload> Loaded for Db<E, W> {
 
     fn load_s(&self) -> f64 {
         self.load_s
+    }
+
+    fn load_rss_growth(&self) -> i64 {
+        self.load_rss_growth
     }
 
     fn run(
@@ -119,6 +127,7 @@ fn load<E: Engine + 'static, W: Workload + 'static>(
     mut w: W,
 ) -> Result<Box<dyn Loaded>, String> {
     let t0 = Instant::now();
+    let rss_before = driver::rss().0;
     let pb = progress(1, "loading");
     // Loader threads report out of order: the bar shows the furthest.
     let (reached, announced) = (AtomicU64::new(0), AtomicU64::new(0));
@@ -137,6 +146,10 @@ fn load<E: Engine + 'static, W: Workload + 'static>(
     .map_err(|e| format!("load failed: {e}"))?;
     pb.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
+    let load_rss_growth = match (rss_before, driver::rss().0) {
+        (0, _) | (_, 0) => 0,
+        (a, b) => b as i64 - a as i64,
+    };
     let (done, total) = (reached.into_inner(), announced.into_inner());
     eprintln!("{label}: loaded in {load_s:.2} s (progress {done}/{total})");
     Ok(Box::new(Db {
@@ -144,6 +157,7 @@ fn load<E: Engine + 'static, W: Workload + 'static>(
         db,
         w,
         load_s,
+        load_rss_growth,
     }))
 }
 
@@ -181,6 +195,12 @@ pub fn load_all<W: Workload + 'static>(
 /// `cfg.seed + r`. `each(r, protocol, report)` sees every run as it ends.
 /// Returns each protocol's reports in run order.
 ///
+/// Every database stays loaded until the last run, so the process's
+/// resident set is all of them together. Each report also carries its own
+/// database's share ([`RunReport::database_bytes`]): the resident set's
+/// growth over that database's load and over each of its runs so far
+/// (the other databases sit still meanwhile).
+///
 /// # Errors
 /// A failed run.
 pub fn alternate(
@@ -190,8 +210,9 @@ pub fn alternate(
     each: &mut dyn FnMut(usize, Protocol, &RunReport),
 ) -> Result<Vec<Vec<RunReport>>, String> {
     let mut out: Vec<Vec<RunReport>> = loaded.iter().map(|_| Vec::new()).collect();
+    let mut held: Vec<i64> = loaded.iter().map(|l| l.load_rss_growth()).collect();
     for r in 0..runs {
-        for (l, reports) in loaded.iter().zip(&mut out) {
+        for ((l, reports), held) in loaded.iter().zip(&mut out).zip(&mut held) {
             let cfg = DriverConfig {
                 seed: cfg.seed.wrapping_add(r as u64),
                 ..cfg.clone()
@@ -200,8 +221,13 @@ pub fn alternate(
             let pb = progress(total.ceil() as u64, "running");
             let before = l.tc_report();
             let t0 = Instant::now();
-            let report = l.run(&cfg, &|el, _| pb.set_position(el as u64))?;
+            let mut report = l.run(&cfg, &|el, _| pb.set_position(el as u64))?;
             pb.finish_and_clear();
+            if report.rss_at_start_bytes > 0 && report.rss_bytes > 0 {
+                *held += report.rss_bytes as i64 - report.rss_at_start_bytes as i64;
+                report.database_bytes = Some(*held);
+            }
+            report.databases_loaded = loaded.len();
             if let (Some(a), Some(b)) = (before, l.tc_report()) {
                 eprintln!("{}", tc_line(&a, &b, t0.elapsed().as_secs_f64()));
             }
@@ -227,6 +253,11 @@ pub struct Summary {
     pub load_s: f64,
     /// Each run's throughput, in run order.
     pub runs_txn_per_s: Vec<f64>,
+    /// The memory its database holds after its last run, bytes: the
+    /// resident set's growth over its load and its runs (the process's
+    /// resident set is every protocol's together). `None` where the
+    /// resident set cannot be read.
+    pub database_bytes: Option<i64>,
     /// The report of a run at the median (of an even count of runs, the
     /// lower of the middle two).
     pub result: RunReport,
@@ -264,6 +295,7 @@ pub fn summarize(loaded: &[Box<dyn Loaded>], reports: &[Vec<RunReport>]) -> Vec<
             throughput_ratio: if first > 0.0 { t / first } else { f64::NAN },
             load_s: l.load_s(),
             runs_txn_per_s: tput,
+            database_bytes: rs.last().and_then(|r| r.database_bytes),
             result: rs[at].clone(),
         });
     }

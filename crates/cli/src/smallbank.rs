@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use granary_workloads::driver::RunReport;
 use granary_workloads::smallbank::{self, Mix, SmallBank, SmallBankConfig};
 use serde::Serialize;
 
@@ -73,7 +72,7 @@ fn parse_spin_us(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos((us * 1000.0).round() as u64))
 }
 
-pub fn run(a: SmallbankArgs) -> Result<RunReport, String> {
+pub fn run(a: SmallbankArgs) -> Result<Vec<crate::session::Summary>, String> {
     let mut cfg = SmallBankConfig::new(a.customers);
     cfg.mix = match a.mix {
         MixArg::Bohm => Mix::Bohm,

@@ -252,9 +252,14 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         breakdown: args.breakdown,
     };
     let reports = session::alternate(&loaded, args.runs, &cfg, &mut |r, p, report| {
-        let reasons = abort_reasons(report);
+        // Only the reasons that occurred, as `reason=count`.
+        let reasons: String = abort_reasons(report)
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, n)| format!(" {k}={n}"))
+            .collect();
         println!(
-            "ycsb run {r} protocol={p} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s {reasons:?}",
+            "ycsb run {r} protocol={p} threads={}: {:.0} txn/s ({:.0}/thread), {:.0} aborts/s{reasons}",
             args.threads,
             report.throughput_txn_per_s,
             report.throughput_txn_per_s / args.threads as f64,
@@ -275,12 +280,15 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             s.aborts_per_s
         );
     }
-    for s in &summaries[1..] {
+    for (i, s) in summaries.iter().enumerate().skip(1) {
         println!(
             "ycsb: {} / {} throughput ratio {:.3}",
-            s.protocol, summaries[0].protocol, s.throughput_ratio
+            crate::bench::named(&summaries, i),
+            crate::bench::named(&summaries, 0),
+            s.throughput_ratio
         );
     }
+    crate::bench::print_memory("ycsb", &summaries);
     for l in &loaded {
         l.print_logging();
     }

@@ -3,7 +3,6 @@
 //! Every preset setting can be overridden by a flag.
 
 use clap::{Args, ValueEnum};
-use granary_workloads::driver::RunReport;
 use granary_workloads::ycsb::{self, Placement, WriteKind, Ycsb, YcsbConfig};
 use serde::Serialize;
 
@@ -97,7 +96,7 @@ struct Config<'a> {
     theta: f64,
 }
 
-pub fn run(a: YcsbMixArgs) -> Result<RunReport, String> {
+pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::session::Summary>, String> {
     let mut cfg = YcsbConfig::preset(&a.preset).map_err(|e| e.to_string())?;
     if let Some(n) = a.keys {
         cfg = cfg.keys(n);

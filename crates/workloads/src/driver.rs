@@ -187,10 +187,23 @@ pub struct RunReport {
     /// `--breakdown`: where each transaction type's time went. `None` when
     /// not measured.
     pub breakdown: Option<Vec<Breakdown>>,
-    /// Resident set size at the end of the run, bytes (Linux; 0 elsewhere).
+    /// Resident set size at the end of the run, bytes (Linux; 0 elsewhere):
+    /// the whole process's, so with several databases loaded (a
+    /// multi-protocol benchmark) all of them together.
     pub rss_bytes: u64,
-    /// Peak resident set size, bytes (Linux; 0 elsewhere).
+    /// Peak resident set size of the process, bytes (Linux; 0 elsewhere).
     pub peak_rss_bytes: u64,
+    /// Resident set size when the run began, before its warm-up, bytes
+    /// (Linux; 0 elsewhere).
+    pub rss_at_start_bytes: u64,
+    /// The memory the run's own database holds at the end of the run,
+    /// bytes: the resident set's growth over its load and over each of its
+    /// runs so far. Set by the caller that loaded the database (the driver
+    /// cannot see the load); `None` when not measured.
+    pub database_bytes: Option<i64>,
+    /// Databases loaded in the process during the run (set by the caller;
+    /// 1 from the driver), so that `rss_bytes` reads right.
+    pub databases_loaded: usize,
     /// Invariant violations found after the run (empty when all hold).
     pub invariant_violations: Vec<String>,
     /// Durable engines: figures of the log over the measured period.
@@ -602,6 +615,7 @@ pub fn run<W: Workload, E: Engine>(
     let log_bytes_at = std::sync::Mutex::new((0u64, 0u64));
     type ThreadOut = Result<(Tally, u64), Error>;
     let mut rss_per_second = Vec::new();
+    let rss_at_start_bytes = rss().0;
     let (results, per_second, elapsed): (Vec<ThreadOut>, Vec<u64>, f64) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.threads)
             .map(|id| {
@@ -788,6 +802,9 @@ pub fn run<W: Workload, E: Engine>(
         breakdown,
         rss_bytes,
         peak_rss_bytes,
+        rss_at_start_bytes,
+        database_bytes: None,
+        databases_loaded: 1,
         invariant_violations: w.verify(engine)?,
         durability,
     })
