@@ -505,11 +505,19 @@ pub(crate) fn check_epoch_ms(ms: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// A value-enum flag's value as a user types it (`new-order`).
+pub(crate) fn flag_value<E: ValueEnum>(e: &E) -> String {
+    e.to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
+}
+
 /// Load `make(protocol)`'s workload into a fresh database of each
 /// `--protocol` and run them, alternating; print and write the report.
-/// `info` says what the workload is, for protocols to refuse.
+/// `info` says what the workload is, for protocols to refuse; `about` is
+/// the workload's configuration in flag words, for the header.
 pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     name: &'static str,
+    about: &str,
     make: impl Fn(Protocol) -> Result<W, String>,
     info: WorkloadInfo,
     c: &CommonArgs,
@@ -529,9 +537,20 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
         None
     };
     let seed = c.seed.unwrap_or_else(fresh_seed);
-    eprintln!(
-        "{name}: threads={} seconds={} seed={seed}",
-        c.threads, c.seconds
+    // The run's configuration in flag words, with the results (stdout).
+    let protocols: Vec<String> = c.protocol.iter().map(|p| p.name()).collect();
+    println!(
+        "{name}:{}{about} --protocol {} --threads {} --seconds {} --warmup {} --runs {} --seed {seed}{}",
+        if about.is_empty() { "" } else { " " },
+        protocols.join(","),
+        c.threads,
+        c.seconds,
+        c.warmup,
+        c.runs,
+        match &c.durable.durable {
+            Some(d) => format!(" --durable {}", d.display()),
+            None => String::new(),
+        }
     );
     let mut opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
     if let Some(bohm) = bohm {
@@ -555,7 +574,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     let single = loaded.len() == 1 && c.runs == 1;
     let reports = session::alternate(&loaded, c.runs, &cfg, &mut |r, p, report| {
         if single {
-            print_report(name, c.threads, report);
+            print_report(&format!("{name} protocol={p}"), c.threads, report);
         } else {
             print_report(&format!("{name} run {r} protocol={p}"), c.threads, report);
         }
@@ -672,11 +691,24 @@ fn print_report(label: &str, threads: usize, r: &RunReport) {
 /// per-second series, memory and the invariants (`checked`: whether the
 /// workload checked them).
 pub(crate) fn print_details(r: &RunReport, checked: bool) {
+    // Wide enough for the longest type name (`deposit_checking`).
+    let w = r
+        .types
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(14);
     println!(
-        "  {:<14} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}  aborts by reason",
+        "  {:<w$} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}  aborts by reason",
         "type", "commits", "rollback", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"
     );
-    for t in &r.types {
+    // A type the mix never ran gets no row of zeros, only its name.
+    let ran = |t: &&granary_workloads::driver::TypeReport| {
+        t.commits > 0 || t.user_aborts > 0 || t.aborts.values().any(|&n| n > 0)
+    };
+    let idle: Vec<&str> = r.types.iter().filter(|t| !ran(t)).map(|t| t.name).collect();
+    for t in r.types.iter().filter(ran) {
         let reasons: Vec<String> = t
             .aborts
             .iter()
@@ -684,7 +716,7 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         println!(
-            "  {:<14} {:>10} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {}",
+            "  {:<w$} {:>10} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {}",
             t.name,
             t.commits,
             t.user_aborts,
@@ -696,15 +728,18 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
             reasons.join(" ")
         );
     }
+    if !idle.is_empty() {
+        println!("  no transactions of: {}", idle.join(", "));
+    }
     if let Some(b) = &r.breakdown {
         println!(
-            "  {:<14} {:>8} {:>8} {:>8} {:>8} {:>8}   (share of each type's time)",
+            "  {:<w$} {:>8} {:>8} {:>8} {:>8} {:>8}   (share of each type's time)",
             "breakdown", "index", "record", "commit", "aborted", "other"
         );
         for t in b {
             let pct = |x: f64| format!("{:.1}%", x * 100.0);
             println!(
-                "  {:<14} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                "  {:<w$} {:>8} {:>8} {:>8} {:>8} {:>8}",
                 t.name,
                 pct(t.index),
                 pct(t.record),
@@ -785,5 +820,22 @@ pub fn tpcc(a: TpccArgs) -> Result<Vec<Summary>, String> {
         .partition_values(warehouses as usize)
         .procedures(true, "");
     let make = |_| Tpcc::new(cfg.clone()).map_err(|e| e.to_string());
-    drive("tpcc", make, info, &a.common, &a)
+    let mut about = format!(
+        "--warehouses {warehouses} --mix {} --remote-item-pct {} --remote-payment-pct {}",
+        flag_value(&a.mix),
+        a.remote_item_pct,
+        a.remote_payment_pct
+    );
+    for (set, flag) in [
+        (a.fast_ids, "--fast-ids"),
+        (a.snapshot_stock_level, "--snapshot-stock-level"),
+        (a.no_bind, "--no-bind"),
+        (a.split_stock, "--split-stock"),
+    ] {
+        if set {
+            about += " ";
+            about += flag;
+        }
+    }
+    drive("tpcc", &about, make, info, &a.common, &a)
 }

@@ -52,7 +52,8 @@ pub fn run(a: QueueArgs) -> Result<(), String> {
              submitted procedures would need the queue's head tracked in flight",
         );
     let make = |_| Queue::new(cfg.clone()).map_err(|e| e.to_string());
-    let summaries = drive("queue", make, info, &a.common, &a)?;
+    let about = format!("--live {} --value-bytes {}", a.live, a.value_bytes);
+    let summaries = drive("queue", &about, make, info, &a.common, &a)?;
     let live = cfg.live_bytes() as f64;
     let mib = |b: f64| b / (1u64 << 20) as f64;
     for (i, s) in summaries.iter().enumerate() {

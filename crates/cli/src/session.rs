@@ -228,10 +228,15 @@ pub fn alternate(
                 report.database_bytes = Some(*held);
             }
             report.databases_loaded = loaded.len();
-            if let (Some(a), Some(b)) = (before, l.tc_report()) {
-                eprintln!("{}", tc_line(&a, &b, t0.elapsed().as_secs_f64()));
-            }
+            let tc = match (before, l.tc_report()) {
+                (Some(a), Some(b)) => Some(tc_line(&a, &b, t0.elapsed().as_secs_f64())),
+                _ => None,
+            };
             each(r, l.protocol(), &report);
+            // Under the run's own report, which names it.
+            if let Some(tc) = tc {
+                println!("  {tc}");
+            }
             reports.push(report);
         }
     }

@@ -86,5 +86,19 @@ pub fn run(a: SmallbankArgs) -> Result<Vec<crate::session::Summary>, String> {
     let info = WorkloadInfo::partitioned("bench smallbank", smallbank::partitioning())
         .procedures(true, "");
     let make = |_| SmallBank::new(cfg.clone()).map_err(|e| e.to_string());
-    drive("smallbank", make, info, &a.common, &a)
+    let mut about = format!(
+        "--customers {} --mix {}",
+        a.customers,
+        crate::bench::flag_value(&a.mix)
+    );
+    if !a.spin_us.is_zero() {
+        about += &format!(" --spin-us {}", a.spin_us.as_micros());
+    }
+    if a.hotspot > 0 {
+        about += &format!(" --hotspot {} --hotspot-pct {}", a.hotspot, a.hotspot_pct);
+    }
+    if a.by_id {
+        about += " --by-id";
+    }
+    drive("smallbank", &about, make, info, &a.common, &a)
 }

@@ -200,21 +200,36 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     // Refused before anything is printed or loaded.
     check_all(&args.protocol, &info)?;
     let seed = args.seed.unwrap_or_else(fresh_seed);
-    eprintln!(
-        "ycsb: protocol={} threads={} keys={} value={}B read={}% global_tid={} snapshots={} always_versions={} runs={} seed={seed}",
+    // The run's configuration in flag words, with the results (stdout).
+    let mut flags = String::new();
+    for (set, flag) in [
+        (args.global_tid, " --global-tid"),
+        (args.no_snapshots, " --no-snapshots"),
+        (args.always_versions, " --always-versions"),
+    ] {
+        if set {
+            flags += flag;
+        }
+    }
+    println!(
+        "ycsb: --keys {} --value-bytes {} --read-pct {}{flags} --protocol {} --threads {} \
+         --seconds {} --warmup {} --runs {} --seed {seed}{}",
+        args.keys,
+        args.value_bytes,
+        args.read_pct,
         args.protocol
             .iter()
             .map(|p| p.name())
             .collect::<Vec<_>>()
             .join(","),
         args.threads,
-        args.keys,
-        args.value_bytes,
-        args.read_pct,
-        args.global_tid,
-        !args.no_snapshots,
-        args.always_versions,
-        args.runs
+        args.seconds,
+        args.warmup,
+        args.runs,
+        match &args.durable.durable {
+            Some(d) => format!(" --durable {}", d.display()),
+            None => String::new(),
+        }
     );
     let silo = Options::default()
         .epoch_interval(Duration::from_millis(args.epoch_ms))

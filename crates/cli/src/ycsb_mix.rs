@@ -152,10 +152,9 @@ pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::session::Summary>, String> {
         Placement::Spread => "spread",
         Placement::Adjacent => "adjacent",
     };
-    eprintln!(
-        "ycsb-mix: --preset {} --keys {} --key-bytes {} --value-bytes {} --ops-per-txn {} {mix} \
-         --write-kind {kind} --theta {:.4} --placement {placement} --long-read-fraction {} \
-         --protocol {}",
+    let about = format!(
+        "--preset {} --keys {} --key-bytes {} --value-bytes {} --ops-per-txn {} {mix} \
+         --write-kind {kind} --theta {:.4} --placement {placement} --long-read-fraction {}",
         cfg.preset,
         cfg.keys,
         cfg.key_bytes,
@@ -163,12 +162,6 @@ pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::session::Summary>, String> {
         cfg.ops_per_txn,
         w.theta(),
         cfg.long_read_fraction,
-        a.common
-            .protocol
-            .iter()
-            .map(|p| p.name())
-            .collect::<Vec<_>>()
-            .join(",")
     );
     let config = Config {
         args: &a,
@@ -183,5 +176,5 @@ pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::session::Summary>, String> {
          thread; BOHM's own reads never block or abort writers: drop the flag",
     );
     let make = |_| Ycsb::new(cfg.clone()).map_err(|e| e.to_string());
-    drive("ycsb-mix", make, info, &a.common, &config)
+    drive("ycsb-mix", &about, make, info, &a.common, &config)
 }

@@ -137,7 +137,20 @@ fn one_protocol_writes_the_json_it_always_wrote() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.starts_with("smallbank threads=1: "), "{out}");
+    // The configuration in flag words, then the result naming its protocol.
+    let mut lines = out.lines();
+    let header = lines.next().unwrap_or("");
+    assert!(
+        header.starts_with("smallbank: --customers 100 --mix bohm --protocol silo --threads 1"),
+        "{out}"
+    );
+    assert!(
+        lines
+            .next()
+            .unwrap_or("")
+            .starts_with("smallbank protocol=silo threads=1: "),
+        "{out}"
+    );
     let doc = read(&json);
     assert_eq!(doc["protocol"], "silo");
     assert!(doc.get("protocols").is_none(), "{doc}");
@@ -249,11 +262,12 @@ fn deuteronomy_benchmarks_and_checks() {
         "--customers",
         "1000",
     ]);
-    let err = text(&o.stderr);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{err}");
+    // Under its run's report, with the results.
     assert!(
-        err.contains("tc: reads ") && err.contains("from the DC"),
-        "{err}"
+        out.contains("\n  tc: reads ") && out.contains("from the DC"),
+        "{out}"
     );
     let o = granary(&[
         "bench",
@@ -334,11 +348,11 @@ fn deuteronomy_over_etcd_checks_and_benchmarks() {
         "--customers",
         "200",
     ]);
-    let err = text(&o.stderr);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("tc: reads ") && err.contains("DC applied"),
-        "{err}"
+        out.contains("\n  tc: reads ") && out.contains("DC applied"),
+        "{out}"
     );
     assert!(dir.join("etcd/data/member").is_dir(), "etcd's data is kept");
     let _ = std::fs::remove_dir_all(&dir);

@@ -164,3 +164,69 @@ fn runs_follow_each_other_on_each_protocol_bohm_included() {
     }
     assert!(!err.contains("violat"), "{err}");
 }
+
+/// The header is the run's configuration in flag words on stdout; a
+/// transaction type the mix never runs gets no row of zeros; the columns
+/// line up whatever the longest type name.
+#[test]
+fn the_report_reads_as_a_table_of_what_ran() {
+    let o = granary(&[
+        "bench",
+        "tpcc",
+        "--mix",
+        "new-order",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--seed",
+        "5",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        out.starts_with("tpcc: --warehouses 1 --mix new-order "),
+        "{out}"
+    );
+    assert!(out.contains(" --seed 5\n"), "{out}");
+    assert!(out.contains("tpcc protocol=silo threads=1: "), "{out}");
+    assert!(
+        out.contains("  no transactions of: payment, order_status, delivery, stock_level\n"),
+        "{out}"
+    );
+    assert!(!out.contains("\n  payment "), "{out}");
+    let o = granary(&[
+        "bench",
+        "smallbank",
+        "--mix",
+        "oltpbench",
+        "--threads",
+        "1",
+        "--customers",
+        "100",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("type "))
+        .expect("table");
+    let end = header.find("commits").unwrap() + "commits".len();
+    for row in ["deposit_checking", "amalgamate", "send_payment"] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row: {out}"));
+        // The commit count ends where its heading does.
+        let digits = line[..end].trim_end();
+        assert_eq!(digits.len(), end, "{row} misaligned:\n{header}\n{line}");
+    }
+}
