@@ -530,6 +530,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     let info = info.durable(c.durable.durable.is_some());
     // Refused before anything is printed or loaded.
     check_all(&c.protocol, &info)?;
+    crate::guard::warn_threads(c.threads);
     let tc = c.tc.config()?;
     let bohm = if c.protocol.contains(&Protocol::Bohm) {
         Some(c.bohm.config()?)
@@ -798,6 +799,15 @@ pub fn tpcc(a: TpccArgs) -> Result<Vec<Summary>, String> {
         }
         None => a.common.threads as u32,
     };
+    let flag = match a.warehouses {
+        Some(w) => format!("--warehouses {w}"),
+        None => format!("--threads {warehouses} (a warehouse per thread)"),
+    };
+    crate::guard::fits(
+        &a.common.protocol,
+        crate::guard::Data::Warehouses(warehouses.into()),
+        &flag,
+    )?;
     let mut cfg = TpccConfig::new(warehouses);
     cfg.mix = match a.mix {
         MixArg::Standard => Mix::Standard,

@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod flags;
+mod guard;
 mod index_bench;
 mod inspect;
 mod plot;

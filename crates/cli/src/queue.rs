@@ -51,6 +51,17 @@ pub fn run(a: QueueArgs) -> Result<(), String> {
             "each transaction's keys follow from its thread's committed ones; \
              submitted procedures would need the queue's head tracked in flight",
         );
+    crate::guard::fits(
+        &a.common.protocol,
+        crate::guard::Data::Records {
+            count: a.live.saturating_mul(cfg.queues as u64),
+            bytes: a.value_bytes as u64 + 72,
+        },
+        &format!(
+            "--live {} of --value-bytes {} in each of {} queues",
+            a.live, a.value_bytes, cfg.queues
+        ),
+    )?;
     let make = |_| Queue::new(cfg.clone()).map_err(|e| e.to_string());
     let about = format!("--live {} --value-bytes {}", a.live, a.value_bytes);
     let summaries = drive("queue", &about, make, info, &a.common, &a)?;

@@ -85,6 +85,15 @@ pub fn run(a: SmallbankArgs) -> Result<Vec<crate::session::Summary>, String> {
     SmallBank::new(cfg.clone()).map_err(|e| e.to_string())?;
     let info = WorkloadInfo::partitioned("bench smallbank", smallbank::partitioning())
         .procedures(true, "");
+    // About 1.2 KB resident per customer (two accounts, a name).
+    crate::guard::fits(
+        &a.common.protocol,
+        crate::guard::Data::Records {
+            count: a.customers,
+            bytes: 1200,
+        },
+        &format!("--customers {}", a.customers),
+    )?;
     let make = |_| SmallBank::new(cfg.clone()).map_err(|e| e.to_string());
     let mut about = format!(
         "--customers {} --mix {}",

@@ -199,6 +199,15 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         .durable(args.durable.durable.is_some());
     // Refused before anything is printed or loaded.
     check_all(&args.protocol, &info)?;
+    crate::guard::fits(
+        &args.protocol,
+        crate::guard::Data::Records {
+            count: args.keys,
+            bytes: args.value_bytes as u64 + 72,
+        },
+        &format!("--keys {} of --value-bytes {}", args.keys, args.value_bytes),
+    )?;
+    crate::guard::warn_threads(args.threads);
     let seed = args.seed.unwrap_or_else(fresh_seed);
     // The run's configuration in flag words, with the results (stdout).
     let mut flags = String::new();

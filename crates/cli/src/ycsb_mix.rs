@@ -175,6 +175,17 @@ pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::session::Summary>, String> {
         "its long reads are snapshot reads (--snapshot-long-reads), which run on the client's \
          thread; BOHM's own reads never block or abort writers: drop the flag",
     );
+    crate::guard::fits(
+        &a.common.protocol,
+        crate::guard::Data::Records {
+            count: cfg.keys,
+            bytes: (cfg.key_bytes + cfg.value_bytes) as u64 + 64,
+        },
+        &format!(
+            "--keys {} of --key-bytes {} and --value-bytes {}",
+            cfg.keys, cfg.key_bytes, cfg.value_bytes
+        ),
+    )?;
     let make = |_| Ycsb::new(cfg.clone()).map_err(|e| e.to_string());
     drive("ycsb-mix", &about, make, info, &a.common, &config)
 }

@@ -56,6 +56,19 @@ const CASES: &[(&str, &str)] = &[
         "bench tpcc --warehouses 10001",
         "--warehouses must be between 1 and 10000, got 10001",
     ),
+    // What cannot fit in memory (over a TB here), with the estimate.
+    (
+        "bench tpcc --warehouses 10000",
+        "--warehouses 10000 needs about 1562.5 GiB of memory",
+    ),
+    (
+        "bench ycsb --keys 10000000000",
+        "--keys 10000000000 of --value-bytes 100 needs about",
+    ),
+    (
+        "bench ycsb-mix --preset silo --keys 10000000000",
+        "--keys 10000000000 of --key-bytes 8 and --value-bytes 100 needs about",
+    ),
     (
         "bench tpcc --threads 10001",
         "--threads 10001 needs --warehouses",
