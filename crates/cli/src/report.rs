@@ -146,6 +146,19 @@ pub fn progress(len: u64, msg: &'static str) -> indicatif::ProgressBar {
     pb
 }
 
+/// A run's progress bar over `len` seconds, its message the throughput
+/// of the last second (and what the run waits on, when it knows).
+pub fn progress_with_status(len: u64) -> indicatif::ProgressBar {
+    let pb = progress(len, "running");
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("   running [{bar:40}] {pos}/{len} s  {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    pb.set_message("");
+    pb
+}
+
 /// Seconds-since-epoch nanos: the default seed.
 pub fn fresh_seed() -> u64 {
     std::time::SystemTime::now()

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::protocol::{
     check_all, with_engine, EngineOptions, Isolation, Kv, Protocol, WorkloadInfo,
 };
-use crate::report::progress;
+use crate::report::{progress, progress_with_status};
 
 /// A protocol's database with its workload loaded (the engine's type
 /// erased, so that protocols of different types take turns).
@@ -29,21 +29,22 @@ pub trait Loaded {
     /// How much the process's resident set grew over its load, bytes (0
     /// where the resident set cannot be read).
     fn load_rss_growth(&self) -> i64;
-    /// One measured run.
+    /// One measured run. `tick(elapsed_s, total_s, completed, waiting)`
+    /// is called about every 250 ms, `waiting` saying what the design's
+    /// writers wait on now, if it knows.
     ///
     /// # Errors
     /// The driver's.
-    fn run(
-        &self,
-        cfg: &DriverConfig,
-        tick: &(dyn Fn(f64, f64) + Sync),
-    ) -> Result<RunReport, String>;
+    fn run(&self, cfg: &DriverConfig, tick: &Tick<'_>) -> Result<RunReport, String>;
     /// Print the logging counters of a durable Silo database (nothing for
     /// any other).
     fn print_logging(&self);
     /// Deuteronomy's TC counters so far (`None` for any other design).
     fn tc_report(&self) -> Option<granary_protocols::deuteronomy::tc::Report>;
 }
+
+/// A run's progress callback: `(elapsed_s, total_s, completed, waiting)`.
+pub type Tick<'a> = dyn Fn(f64, f64, u64, Option<String>) + Sync + 'a;
 
 struct Db<E, W> {
     protocol: Protocol,
@@ -66,12 +67,10 @@ impl<E: Engine + 'static, W: Workload> Loaded for Db<E, W> {
         self.load_rss_growth
     }
 
-    fn run(
-        &self,
-        cfg: &DriverConfig,
-        tick: &(dyn Fn(f64, f64) + Sync),
-    ) -> Result<RunReport, String> {
-        driver::run(&self.w, &self.db, cfg, tick).map_err(|e| format!("run failed: {e}"))
+    fn run(&self, cfg: &DriverConfig, tick: &Tick<'_>) -> Result<RunReport, String> {
+        let tc = (&self.db as &dyn Any).downcast_ref::<granary_protocols::deuteronomy::tc::Tc>();
+        let tick = |el, total, done| tick(el, total, done, tc.and_then(|tc| tc.waiting_on()));
+        driver::run(&self.w, &self.db, cfg, &tick).map_err(|e| format!("run failed: {e}"))
     }
 
     fn print_logging(&self) {
@@ -218,10 +217,27 @@ pub fn alternate(
                 ..cfg.clone()
             };
             let total = (cfg.warmup + cfg.duration).as_secs_f64();
-            let pb = progress(total.ceil() as u64, "running");
+            let pb = progress_with_status(total.ceil() as u64);
             let before = l.tc_report();
             let t0 = Instant::now();
-            let mut report = l.run(&cfg, &|el, _| pb.set_position(el as u64))?;
+            // Throughput over the last second or so, and what the run
+            // waits on when it drops to nothing.
+            let last = std::sync::Mutex::new((0.0f64, 0u64));
+            let tick = |el: f64, _, done: u64, waiting: Option<String>| {
+                pb.set_position(el as u64);
+                let mut last = last.lock().expect("lock");
+                if el - last.0 < 1.0 {
+                    return;
+                }
+                let rate = (done - last.1) as f64 / (el - last.0);
+                *last = (el, done);
+                pb.set_message(match (rate < 0.5, waiting) {
+                    (_, Some(why)) => format!("{rate:.0} txn/s; waiting: {why}"),
+                    (true, None) => "0 txn/s in the last second".to_string(),
+                    (false, None) => format!("{rate:.0} txn/s"),
+                });
+            };
+            let mut report = l.run(&cfg, &tick)?;
             pb.finish_and_clear();
             if report.rss_at_start_bytes > 0 && report.rss_bytes > 0 {
                 *held += report.rss_bytes as i64 - report.rss_at_start_bytes as i64;

@@ -79,7 +79,7 @@ fn on_each_arrangement<W: Workload>(
         .unwrap();
         let mut w = make();
         w.load(&db, &|_, _| {}).unwrap();
-        let r = run(&w, &db, &driver(s), &|_, _| {}).unwrap();
+        let r = run(&w, &db, &driver(s), &|_, _, _| {}).unwrap();
         assert!(
             r.invariant_violations.is_empty(),
             "m={m} n={n} batch={batch} both={both} (seed {s}): {:?}",
@@ -474,7 +474,7 @@ fn tpcc_stale_predictions_are_resubmitted_and_commit() {
         cfg.scale_down = 30;
         let mut w = Tpcc::new(cfg).unwrap();
         w.load(&db, &|_, _| {}).unwrap();
-        let r = run(&w, &db, &driver(s), &|_, _| {}).unwrap();
+        let r = run(&w, &db, &driver(s), &|_, _, _| {}).unwrap();
         let at =
             format!("warehouses={warehouses} m={m} n={n} batch={batch} both={both} (seed {s})");
         assert!(

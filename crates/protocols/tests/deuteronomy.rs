@@ -342,3 +342,56 @@ fn evictions_do_not_hold_up_the_log() {
         2 * PER_THREAD
     );
 }
+
+/// A transaction left open holds the TC Proxy back (nothing at or above
+/// the oldest active transaction is applied), so the log fills: writers
+/// then abort as overloaded, and `Tc::waiting_on` says so (the progress
+/// line shows it). Once the transaction ends, the log drains and the
+/// message goes.
+#[test]
+fn a_full_log_says_what_writers_wait_on() {
+    use granary_api::{AbortReason, Engine, Tx, TxRunner};
+    let config = tc::Config {
+        log_buffers: 2,
+        ..tc::Config::default()
+    };
+    let tc = Tc::with(config, Box::new(MemoryDc::new())).expect("tc");
+    let t = tc.create_table("t").unwrap();
+    assert_eq!(tc.waiting_on(), None);
+    let (held, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut w = tc.runner().unwrap();
+            let r = w.try_run(|tx| {
+                tx.get(t, b"k")?;
+                held.wait();
+                release.wait();
+                Ok(())
+            });
+            assert!(r.unwrap().is_ok());
+        });
+        held.wait();
+        let mut w = tc.runner().unwrap();
+        let value = vec![1u8; 64 << 10];
+        let mut overloaded = false;
+        for i in 0..10_000u64 {
+            let r = w.try_run(|tx| tx.put(t, &i.to_be_bytes(), &value));
+            if let Err(AbortReason::Overloaded) = r.unwrap() {
+                overloaded = true;
+                break;
+            }
+        }
+        assert!(overloaded, "the log never filled: {:?}", tc.report());
+        let why = tc.waiting_on().expect("a full log is reported");
+        assert!(why.starts_with("TC log full (2/2 buffers)"), "{why}");
+        release.wait();
+    });
+    // The TC Proxy drains the log once nothing holds it back.
+    let started = std::time::Instant::now();
+    while tc.waiting_on().is_some() {
+        assert!(started.elapsed().as_secs() < 30, "{:?}", tc.report());
+        let mut w = tc.runner().unwrap();
+        let _ = w.try_run(|tx| tx.put(t, b"nudge", b"1"));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

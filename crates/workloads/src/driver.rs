@@ -586,8 +586,9 @@ impl<R: TxRunner> Exec<'_, R> {
 }
 
 /// Load `w` (if not loaded yet) and run it on `engine` per `cfg`.
-/// `tick(elapsed_s, total_s)` is called about every 250 ms (for a progress
-/// bar).
+/// `tick(elapsed_s, total_s, completed)` is called about every 250 ms (for
+/// a progress bar), with the transactions completed so far, warm-up
+/// included.
 ///
 /// # Errors
 /// An engine error from any thread, or a bad configuration.
@@ -595,7 +596,7 @@ pub fn run<W: Workload, E: Engine>(
     w: &W,
     engine: &E,
     cfg: &DriverConfig,
-    tick: &(dyn Fn(f64, f64) + Sync),
+    tick: &(dyn Fn(f64, f64, u64) + Sync),
 ) -> Result<RunReport, Error> {
     if cfg.threads == 0 || cfg.duration.is_zero() {
         return Err(Error::InvalidOption(
@@ -699,7 +700,7 @@ pub fn run<W: Workload, E: Engine>(
                     return false;
                 }
                 std::thread::sleep((t - Instant::now()).min(Duration::from_millis(250)));
-                tick(start.elapsed().as_secs_f64(), total_s);
+                tick(start.elapsed().as_secs_f64(), total_s, sum());
             }
             true
         };

@@ -51,7 +51,7 @@
 //!     latency_every: 1,
 //!     breakdown: false,
 //! };
-//! let report = run(&w, &db, &cfg, &|_, _| {})?;
+//! let report = run(&w, &db, &cfg, &|_, _, _| {})?;
 //! assert!(report.commits > 0 && report.invariant_violations.is_empty());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

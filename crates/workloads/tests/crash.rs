@@ -587,7 +587,7 @@ fn tpcc(db: &Database, p: &Params) -> Result<(), granary::Error> {
             latency_every: 1000,
             breakdown: false,
         };
-        run(&paced, db, &cfg, &|_, _| {}).map(|_| ())
+        run(&paced, db, &cfg, &|_, _, _| {}).map(|_| ())
     })
 }
 

@@ -305,7 +305,7 @@ fn run<W: Workload>(mut w: W, partitioning: Partitioning, reads_declarations: bo
         latency_every: 1,
         breakdown: false,
     };
-    let r = driver::run(&w, &e, &cfg, &|_, _| {}).expect("run");
+    let r = driver::run(&w, &e, &cfg, &|_, _, _| {}).expect("run");
     assert!(r.commits > 0);
     assert_eq!(r.invariant_violations, Vec::<String>::new());
     e

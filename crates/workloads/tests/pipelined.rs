@@ -147,7 +147,7 @@ fn ycsb_runs_with_procedures_in_flight() {
         .write_kind(WriteKind::Rmw);
     let mut w = Ycsb::new(cfg).expect("config");
     w.load(&db, &|_, _| {}).expect("load");
-    let r = run(&w, &db, &config(s), &|_, _| {}).expect("run");
+    let r = run(&w, &db, &config(s), &|_, _, _| {}).expect("run");
     assert!(
         r.invariant_violations.is_empty(),
         "seed {s}: {:?}",
@@ -175,7 +175,7 @@ fn smallbank_runs_with_procedures_in_flight() {
     let db = deferred();
     let mut w = SmallBank::new(SmallBankConfig::new(100)).expect("config");
     w.load(&db, &|_, _| {}).expect("load");
-    let r = run(&w, &db, &config(s), &|_, _| {}).expect("run");
+    let r = run(&w, &db, &config(s), &|_, _, _| {}).expect("run");
     assert!(
         r.invariant_violations.is_empty(),
         "seed {s}: {:?}",

@@ -25,7 +25,7 @@ fn drive(w: &Queue, db: &Database) -> granary_workloads::driver::RunReport {
         latency_every: 1,
         breakdown: false,
     };
-    run(w, db, &cfg, &|_, _| {}).expect("run")
+    run(w, db, &cfg, &|_, _, _| {}).expect("run")
 }
 
 #[test]

@@ -131,7 +131,7 @@ fn contended_run(seed: u64, threads: usize, secs: f64, f: impl FnOnce(&mut Small
         latency_every: 1,
         breakdown: false,
     };
-    let r = run(&w, &db, &cfg, &|_, _| {}).expect("run");
+    let r = run(&w, &db, &cfg, &|_, _, _| {}).expect("run");
     assert!(
         r.invariant_violations.is_empty(),
         "seed {seed}: {:?}",

@@ -31,7 +31,7 @@ fn drive(
         latency_every: 1,
         breakdown: true,
     };
-    run(&*w, db, &cfg, &|_, _| {}).expect("run")
+    run(&*w, db, &cfg, &|_, _, _| {}).expect("run")
 }
 
 #[test]
@@ -249,7 +249,7 @@ fn durable_open_or_load_reloads_partial_and_resumes_complete() {
             latency_every: 1,
             breakdown: false,
         };
-        let r = run(w, db, &cfg, &|_, _| {}).expect("run");
+        let r = run(w, db, &cfg, &|_, _, _| {}).expect("run");
         assert!(
             r.invariant_violations.is_empty(),
             "{:#?}",

@@ -28,7 +28,7 @@ fn run_briefly(cfg: YcsbConfig, seed: u64, secs: f64) -> (Database, Ycsb, RunRep
         latency_every: 1,
         breakdown: false,
     };
-    let r = run(&w, &db, &dc, &|_, _| {}).expect("run");
+    let r = run(&w, &db, &dc, &|_, _, _| {}).expect("run");
     assert!(
         r.invariant_violations.is_empty(),
         "{} (seed {seed}): {:?}",
@@ -254,7 +254,7 @@ fn every_read_modify_write_adds_up() {
                 latency_every: 1,
                 breakdown: false,
             };
-            let r = run(&w, &db, &dc, &|_, _| {}).expect("run");
+            let r = run(&w, &db, &dc, &|_, _, _| {}).expect("run");
             assert!(
                 r.invariant_violations.is_empty(),
                 "{kind:?} point={point} (seed {s}): {:?}",

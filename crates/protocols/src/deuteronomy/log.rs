@@ -513,6 +513,11 @@ impl Log {
         self.pool.lock().expect("pool").made
     }
 
+    /// The most buffers it keeps (appends find the log full beyond it).
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// How many buffers are in use (installed, not yet back in the pool).
     pub fn in_use(&self) -> usize {
         let pool = self.pool.lock().expect("pool");

@@ -681,6 +681,18 @@ impl Tc {
         }
     }
 
+    /// What writers are waiting on now, if anything: the log at its
+    /// budget, every buffer holding records the TC Proxy has not yet
+    /// applied at the DC (§6.5: writers then shed load). For a progress
+    /// line; `None` while the log has room.
+    pub fn waiting_on(&self) -> Option<String> {
+        let log = &self.s.log;
+        let (used, budget) = (log.in_use(), log.budget());
+        (used >= budget).then(|| {
+            format!("TC log full ({used}/{budget} buffers): writers wait for the DC to apply them")
+        })
+    }
+
     /// Its data component.
     pub fn dc(&self) -> &dyn DataComponent {
         &*self.s.dc
