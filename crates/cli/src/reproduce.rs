@@ -23,8 +23,8 @@ const PROFILE: &str = env!("GRANARY_PROFILE");
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
-    /// Small scale: every experiment on small tables with 1-second runs,
-    /// under 10 minutes in all on 2 cores.
+    /// Small scale: every experiment on small tables with 1-second runs
+    /// (about 12 minutes in all on 2 cores, at 3 rounds).
     #[arg(long, conflicts_with = "full")]
     pub quick: bool,
     /// The papers' table sizes where memory allows, with runs of
@@ -41,6 +41,12 @@ pub struct ReproduceArgs {
     /// List the experiments and exit.
     #[arg(long)]
     pub list: bool,
+    /// Runs of every step, interleaved step by step (round 1 of every step
+    /// of an experiment, then round 2, …): each figure is their median,
+    /// and a comparison smaller than their spread is marked as within
+    /// noise. At least 3 for a verdict; 1 or 2 only to try the commands.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub rounds: usize,
     /// Most worker threads (default: every core).
     #[arg(long, value_name = "N")]
     pub max_threads: Option<usize>,
@@ -57,6 +63,8 @@ struct Scale {
     warmup: f64,
     threads: Vec<usize>,
     max: usize,
+    /// Runs of each step.
+    rounds: usize,
     /// Scratch directory for durable runs (removed after each step).
     tmp: PathBuf,
 }
@@ -160,8 +168,6 @@ const FIG11: &[(&str, &[&str])] = &[
 ];
 /// The configuration that logs (to a scratch directory).
 const FIG11_LOGGED: &str = "+FullRecs";
-/// Rounds of Fig. 11's configurations: quick, full.
-const FIG11_ROUNDS: (usize, usize) = (3, 5);
 
 fn experiments() -> Vec<Experiment> {
     vec![
@@ -698,34 +704,27 @@ fn experiments() -> Vec<Experiment> {
                      until +NoSnapshots, as Silo keeps them. Not run: +SmallRecs and +Compress \
                      (granary has no TID-only or compressed log format)",
                     w = s.max,
-                    r = s.pick(FIG11_ROUNDS.0, FIG11_ROUNDS.1)
+                    r = s.rounds
                 )
             },
             steps: |s| {
                 let t = s.max.to_string();
                 let base = ["bench", "tpcc", "--threads", &t, "--warehouses", &t];
-                let rounds = s.pick(FIG11_ROUNDS.0, FIG11_ROUNDS.1);
+                // Each configuration once: the rounds every experiment
+                // runs interleave them.
                 let mut v = Vec::new();
-                for round in 0..rounds {
-                    for &(label, flags) in FIG11 {
-                        let mut a = base.to_vec();
-                        a.extend(["--label", label]);
-                        a.extend(flags);
-                        let mut extra = s.run().to_vec();
-                        let dir = (label == FIG11_LOGGED)
-                            .then(|| s.tmp.join(format!("fig11-{round}")));
-                        if let Some(d) = &dir {
-                            extra.extend(["--durable".into(), path_arg(d)]);
-                        }
-                        let mut st = step(
-                            format!("{label}, round {}", round + 1),
-                            &a,
-                            &extra,
-                            s.seconds + 3.0,
-                        );
-                        st.scratch = dir;
-                        v.push(st);
+                for &(label, flags) in FIG11 {
+                    let mut a = base.to_vec();
+                    a.extend(["--label", label]);
+                    a.extend(flags);
+                    let mut extra = s.run().to_vec();
+                    let dir = (label == FIG11_LOGGED).then(|| s.tmp.join("fig11"));
+                    if let Some(d) = &dir {
+                        extra.extend(["--durable".into(), path_arg(d)]);
                     }
+                    let mut st = step(label.to_string(), &a, &extra, s.seconds + 3.0);
+                    st.scratch = dir;
+                    v.push(st);
                 }
                 v
             },
@@ -790,7 +789,7 @@ fn experiments() -> Vec<Experiment> {
                         "little, as in the paper"
                     } else {
                         "a loss no mechanism explains: run-to-run noise at this run length \
-                         (--full runs longer and more rounds)"
+                         (--full runs longer; --rounds 5 runs more)"
                     },
                     ratio(logged / over),
                     if pools > 1.03 {
@@ -1293,10 +1292,13 @@ fn bohm_ycsb(s: &Scale, preset: &str) -> Vec<Step> {
 
 /// What one experiment produced.
 struct Done {
+    /// Each step's command, as run in its first round.
     commands: Vec<String>,
     jsons: Vec<Value>,
     charts: Vec<(String, PathBuf)>,
     verdict: Option<Verdict>,
+    /// How the figures were taken: rounds, and their spread.
+    noise: Option<String>,
     failed: Option<String>,
     seconds: f64,
 }
@@ -1322,6 +1324,9 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         return Err("--seconds must be a positive number".into());
     }
+    if args.rounds == 0 {
+        return Err("--rounds must be at least 1, got 0".into());
+    }
     let cores = machine().cpus;
     let max = args.max_threads.unwrap_or(cores);
     if max == 0 {
@@ -1334,6 +1339,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
         warmup: if quick { 0.3 } else { 1.0 },
         threads: thread_points(max),
         max,
+        rounds: args.rounds,
         tmp: out.join("tmp"),
     };
     let chosen: Vec<&Experiment> = all
@@ -1354,15 +1360,24 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let plan: Vec<(&Experiment, Vec<Step>)> =
         chosen.iter().map(|e| (*e, (e.steps)(&scale))).collect();
-    let total: f64 = plan.iter().flat_map(|(_, s)| s).map(|s| s.est).sum();
+    let rounds = args.rounds;
+    let total: f64 = rounds as f64 * plan.iter().flat_map(|(_, s)| s).map(|s| s.est).sum::<f64>();
     eprintln!(
-        "granary reproduce: {} experiment(s), {} runs, about {} min ({} scale, {} threads at most)",
+        "granary reproduce: {} experiment(s), {} runs ({rounds} rounds of {}), about {} min \
+         ({} scale, {} threads at most)",
         plan.len(),
+        rounds * plan.iter().map(|(_, s)| s.len()).sum::<usize>(),
         plan.iter().map(|(_, s)| s.len()).sum::<usize>(),
         (total / 60.0).ceil(),
         if quick { "quick" } else { "full" },
         max
     );
+    if rounds < 3 {
+        eprintln!(
+            "note: --rounds {rounds}: verdicts need at least 3 runs of each step to tell an \
+             effect from noise; this report will say so"
+        );
+    }
     let pb = progress_bar(total);
     let started = Instant::now();
     let mut results = Vec::new();
@@ -1376,38 +1391,70 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
             jsons: Vec::new(),
             charts: Vec::new(),
             verdict: None,
+            noise: None,
             failed: None,
             seconds: 0.0,
         };
-        for (i, s) in steps.iter().enumerate() {
-            pb.set_message(format!("{}: {}", e.name, s.label));
-            let mut a = s.args.clone();
-            let json = raw.join(format!("{i}.json"));
-            if s.json {
-                a.push("--json".into());
-                a.push(path_arg(&json));
-            }
-            done.commands.push(format!("granary {}", shell_join(&a)));
-            if done.failed.is_none() {
-                let log = raw.join(format!("{i}.log"));
-                match run_step(&exe, &a, &log) {
-                    Ok(()) if s.json => match read_json(&json) {
-                        Ok(v) => done.jsons.push(v),
-                        Err(err) => done.failed = Some(err),
-                    },
-                    Ok(()) => {}
-                    Err(err) => done.failed = Some(format!("{}: {err}", s.label)),
+        // Each step's JSON from every round, in step order.
+        let mut by_step: Vec<Vec<Value>> = steps.iter().map(|_| Vec::new()).collect();
+        for round in 0..rounds {
+            // A durable step needs a fresh directory each round.
+            for s in steps {
+                if let Some(d) = &s.scratch {
+                    let _ = std::fs::remove_dir_all(d);
                 }
             }
-            pb.inc(s.est.round() as u64);
+            for (i, s) in steps.iter().enumerate() {
+                pb.set_message(format!("{}: {} (round {})", e.name, s.label, round + 1));
+                let mut a = s.args.clone();
+                let json = raw.join(format!("{i}.round{}.json", round + 1));
+                if s.json {
+                    a.push("--json".into());
+                    a.push(path_arg(&json));
+                }
+                if round == 0 {
+                    done.commands.push(format!("granary {}", shell_join(&a)));
+                }
+                if done.failed.is_none() {
+                    let log = raw.join(format!("{i}.round{}.log", round + 1));
+                    match run_step(&exe, &a, &log) {
+                        Ok(()) if s.json => match read_json(&json) {
+                            Ok(v) => by_step[i].push(v),
+                            Err(err) => done.failed = Some(err),
+                        },
+                        Ok(()) => {}
+                        Err(err) => done.failed = Some(format!("{}: {err}", s.label)),
+                    }
+                }
+                pb.inc(s.est.round() as u64);
+            }
         }
         for s in steps {
             if let Some(d) = &s.scratch {
                 let _ = std::fs::remove_dir_all(d);
             }
         }
+        // Each step's median round (raw/I.json, which the charts read),
+        // and the spread of its rounds.
+        let mut spreads = Vec::new();
         if done.failed.is_none() {
-            done.verdict = Some((e.verdict)(&done.jsons, &scale));
+            for (i, (s, vs)) in steps.iter().zip(&by_step).enumerate() {
+                if !s.json {
+                    continue;
+                }
+                let (merged, spread) = median_round(vs);
+                let path = raw.join(format!("{i}.json"));
+                let text = serde_json::to_string_pretty(&merged).map_err(|e| e.to_string())?;
+                std::fs::write(&path, text)
+                    .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+                spreads.push((s.label.clone(), spread));
+                done.jsons.push(merged);
+            }
+        }
+        if done.failed.is_none() {
+            let mut v = (e.verdict)(&done.jsons, &scale);
+            done.noise = judge_noise(&mut v, &spreads, rounds);
+            done.verdict = Some(v);
             if !e.charts.is_empty() {
                 let dir = out.join("plots").join(e.name);
                 let files: Vec<PathBuf> = (0..steps.len())
@@ -1590,6 +1637,142 @@ fn fastest(v: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The median of `v` (of an even count, the mean of the middle two) and
+/// the index of a value at it (of an even count, the lower middle one).
+fn median_at(v: &[f64]) -> (f64, usize) {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let n = order.len();
+    if n == 0 {
+        return (f64::NAN, 0);
+    }
+    if n % 2 == 1 {
+        (v[order[n / 2]], order[n / 2])
+    } else {
+        let (lo, hi) = (order[n / 2 - 1], order[n / 2]);
+        ((v[lo] + v[hi]) / 2.0, lo)
+    }
+}
+
+/// Half the range of `v` over its median `m`: how far a round may stray.
+fn half_range(v: &[f64], m: f64) -> f64 {
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+    if v.len() < 2 || m.is_nan() || m <= 0.0 {
+        0.0
+    } else {
+        (hi - lo) / 2.0 / m
+    }
+}
+
+/// One step's rounds as one result: the median round's JSON, its figure
+/// (throughput, or recovery time) and each protocol's throughput replaced
+/// by their medians over the rounds, each with its rounds beside it
+/// (`rounds`, `rounds_txn_per_s`); and the step's spread, the largest
+/// [`half_range`] among those figures.
+fn median_round(vs: &[Value]) -> (Value, f64) {
+    let key = if vs.iter().any(|v| num(v, "throughput_txn_per_s").is_some()) {
+        "throughput_txn_per_s"
+    } else {
+        "recovery_seconds"
+    };
+    let vals: Vec<f64> = vs.iter().map(|v| num(v, key).unwrap_or(f64::NAN)).collect();
+    let (m, at) = median_at(&vals);
+    let mut spread = half_range(&vals, m);
+    let Some(mut out) = vs.get(at).cloned() else {
+        return (Value::Null, 0.0);
+    };
+    out[key] = m.into();
+    out["rounds"] = vals.into();
+    if let Some(ps) = out.get_mut("protocols").and_then(Value::as_array_mut) {
+        let mut first = None;
+        for (j, p) in ps.iter_mut().enumerate() {
+            let pv: Vec<f64> = vs
+                .iter()
+                .map(|v| {
+                    v["protocols"][j]["throughput_txn_per_s"]
+                        .as_f64()
+                        .unwrap_or(f64::NAN)
+                })
+                .collect();
+            let (pm, _) = median_at(&pv);
+            spread = spread.max(half_range(&pv, pm));
+            let base = *first.get_or_insert(pm);
+            p["throughput_txn_per_s"] = pm.into();
+            p["throughput_ratio"] = (pm / base).into();
+            p["rounds_txn_per_s"] = pv.into();
+        }
+    }
+    (out, spread)
+}
+
+/// The ratio a verdict row shows (`1.07×`), if it shows one.
+fn row_ratio(cell: &str) -> Option<f64> {
+    cell.strip_suffix('×')?.trim().parse().ok()
+}
+
+/// Mark the verdict's ratios that the rounds' spread cannot tell from
+/// 1 (a ratio of two medians, each within ±s of its rounds, can move by
+/// about 2s), and say how the figures were taken. Fewer than 3 rounds
+/// make the whole verdict inconclusive.
+fn judge_noise(v: &mut Verdict, spreads: &[(String, f64)], rounds: usize) -> Option<String> {
+    let (worst_at, worst) = spreads
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(l, x)| (l.as_str(), *x))?;
+    let mut all: Vec<f64> = spreads.iter().map(|(_, x)| *x).collect();
+    all.sort_by(f64::total_cmp);
+    let typical = all[all.len() / 2];
+    let pct = |x: f64| format!("±{:.0}%", 100.0 * x);
+    let how = format!(
+        "Each figure is the median of {rounds} interleaved run{} of its step; the runs of a step \
+         spread {} typically, {} at most ({worst_at}).",
+        if rounds == 1 { "" } else { "s" },
+        pct(typical),
+        pct(worst)
+    );
+    if rounds < 3 {
+        v.sentence = format!(
+            "Inconclusive: {rounds} run{} of each step cannot tell an effect from noise \
+             (run with --rounds 3 or more). {}",
+            if rounds == 1 { "" } else { "s" },
+            v.sentence
+        );
+        return Some(how);
+    }
+    let band = 2.0 * worst;
+    let (mut ratios, mut within) = (0, 0);
+    for r in &mut v.rows {
+        if let Some(x) = row_ratio(&r[1]) {
+            ratios += 1;
+            if x > 0.0 && x.ln().abs() < band {
+                r[1] += " (within noise)";
+                within += 1;
+            }
+        }
+    }
+    if within > 0 && within == ratios {
+        v.sentence = format!(
+            "Inconclusive at this scale: every ratio below is within the runs' spread ({} at \
+             most) and cannot be told from no difference; read what follows with that in \
+             mind. {}",
+            pct(worst),
+            v.sentence
+        );
+    } else if within > 0 {
+        v.sentence = format!(
+            "{within} of the {ratios} ratios are within the runs' spread ({} at most, marked): \
+             those cannot be told from no difference at this scale. {}",
+            pct(worst),
+            v.sentence
+        );
+    }
+    Some(how)
+}
+
 fn failed_sentence() -> String {
     "No numbers: a step failed.".into()
 }
@@ -1636,9 +1819,14 @@ fn header(scale: &Scale, elapsed: f64) -> Vec<String> {
             scale.max,
             elapsed / 60.0
         ),
-        "Each run is one `granary bench` command, printed under its experiment: run it \
-         alone to regenerate that figure. Raw JSON and each run's output are in raw/."
-            .into(),
+        format!(
+            "Each step is one `granary bench` command, printed under its experiment, run {} \
+             time{}, the steps of an experiment interleaved round by round; a figure is the \
+             median of its step's runs. Raw JSON of every run (I.roundR.json), each step's \
+             median (I.json) and each run's output are in raw/.",
+            scale.rounds,
+            if scale.rounds == 1 { "" } else { "s" }
+        ),
     ]
 }
 
@@ -1660,6 +1848,9 @@ fn markdown(results: &[(&Experiment, Done)], scale: &Scale, elapsed: f64, out: &
                 let _ = writeln!(s, "| {} | {} | {} |", r[0], r[1], r[2]);
             }
             let _ = writeln!(s, "\n**Verdict:** {}\n", v.sentence);
+        }
+        if let Some(n) = &d.noise {
+            let _ = writeln!(s, "{n}\n");
         }
         for (k, png) in &d.charts {
             let rel = png.strip_prefix(out).unwrap_or(png);
@@ -1737,6 +1928,9 @@ fn html(results: &[(&Experiment, Done)], scale: &Scale, elapsed: f64) -> Result<
             }
             let _ = writeln!(s, "</table><p><b>Verdict:</b> {}</p>", inline(&v.sentence));
         }
+        if let Some(n) = &d.noise {
+            let _ = writeln!(s, "<p>{}</p>", inline(n));
+        }
         for (k, png) in &d.charts {
             let bytes =
                 std::fs::read(png).map_err(|e| format!("cannot read {}: {e}", png.display()))?;
@@ -1811,5 +2005,60 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), all.len());
+    }
+
+    #[test]
+    fn a_step_is_its_median_round_with_each_protocol_medianed() {
+        let round = |top: f64, a: f64, b: f64| {
+            serde_json::json!({
+                "throughput_txn_per_s": top,
+                "protocols": [
+                    {"protocol": "silo", "throughput_txn_per_s": a},
+                    {"protocol": "si", "throughput_txn_per_s": b},
+                ],
+            })
+        };
+        let (v, spread) = median_round(&[
+            round(100.0, 100.0, 50.0),
+            round(90.0, 90.0, 70.0),
+            round(110.0, 110.0, 60.0),
+        ]);
+        assert_eq!(v["throughput_txn_per_s"], 100.0);
+        assert_eq!(v["rounds"], serde_json::json!([100.0, 90.0, 110.0]));
+        assert_eq!(protocol_tput(&v, "si"), Some(60.0));
+        assert_eq!(v["protocols"][1]["throughput_ratio"], 0.6);
+        // si's rounds spread ±10/60, the widest.
+        assert!((spread - 10.0 / 60.0).abs() < 1e-9, "{spread}");
+    }
+
+    #[test]
+    fn ratios_within_the_spread_are_marked_and_few_rounds_are_inconclusive() {
+        let verdict = || Verdict {
+            rows: vec![
+                ["a / b".into(), "1.05×".into(), String::new()],
+                ["c / b".into(), "1.60×".into(), String::new()],
+                ["txn/s".into(), "1000".into(), String::new()],
+            ],
+            sentence: "The shape holds.".into(),
+        };
+        let spreads = [("x @ 1".to_string(), 0.04), ("y @ 2".to_string(), 0.02)];
+        let mut v = verdict();
+        let how = judge_noise(&mut v, &spreads, 3).unwrap();
+        assert!(how.contains("±4% at most (x @ 1)"), "{how}");
+        assert_eq!(v.rows[0][1], "1.05× (within noise)");
+        assert_eq!(v.rows[1][1], "1.60×");
+        assert_eq!(v.rows[2][1], "1000");
+        assert!(
+            v.sentence.starts_with("1 of the 2 ratios are within"),
+            "{}",
+            v.sentence
+        );
+        let mut v = verdict();
+        judge_noise(&mut v, &spreads, 1);
+        assert!(
+            v.sentence.starts_with("Inconclusive: 1 run of each step"),
+            "{}",
+            v.sentence
+        );
     }
 }

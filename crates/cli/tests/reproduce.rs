@@ -47,7 +47,10 @@ fn quick_report_has_every_experiment_asked_for() {
         .collect();
     assert_eq!(rows.len(), 2, "{md}");
     for r in rows {
-        let here = r.split('|').nth(2).unwrap().trim().trim_end_matches('×');
+        let here = r.split('|').nth(2).unwrap().trim();
+        let here = here
+            .trim_end_matches(" (within noise)")
+            .trim_end_matches('×');
         let x: f64 = here.parse().unwrap_or_else(|_| panic!("not a number: {r}"));
         assert!(x > 0.0 && x.is_finite(), "{r}");
     }
@@ -66,11 +69,24 @@ fn quick_report_has_every_experiment_asked_for() {
         "PNG not embedded"
     );
     assert!(!html.contains("src=\"plots/"), "the HTML must stand alone");
-    // Raw JSON of every run.
+    // Each figure from 3 interleaved runs, with their spread.
+    assert!(
+        md.contains("Each figure is the median of 3 interleaved runs of its step"),
+        "{md}"
+    );
+    for i in 0..2 {
+        for r in 1..=3 {
+            assert!(out
+                .join(format!("raw/silo-fig4/{i}.round{r}.json"))
+                .exists());
+        }
+    }
+    // Raw JSON of every step: the median of its runs.
     for i in 0..2 {
         let j = std::fs::read_to_string(out.join(format!("raw/silo-fig4/{i}.json"))).unwrap();
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert!(common::number(&v, "throughput_txn_per_s") > 0.0);
+        assert_eq!(v["rounds"].as_array().map(Vec::len), Some(3), "{v}");
     }
     assert!(!out.join("tmp").exists(), "scratch directories are removed");
     let _ = std::fs::remove_dir_all(&out);
