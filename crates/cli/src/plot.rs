@@ -6,10 +6,13 @@
 //!
 //! - `throughput`: throughput vs threads, a line per benchmark, protocol and
 //!   differing configuration;
-//! - `contention`: throughput and aborts vs a configuration field (`--x`);
+//! - `contention`: throughput and aborts vs a configuration field (`--x`),
+//!   grouped bars when the field takes fewer than 3 values;
 //! - `timeseries`: completed transactions in each second, per file;
 //! - `latency`: the latency CDF of each file;
-//! - `breakdown`: where each transaction type's time went (`--breakdown`).
+//! - `breakdown`: where each transaction type's time went (`--breakdown`);
+//! - `configs`: throughput per configuration (`bench --label`), or each
+//!   protocol's per configuration for results of several protocols.
 //!
 //! Text is drawn with DejaVu Sans compiled into the binary (the `dejavu`
 //! crate; DejaVu's license is the Bitstream Vera one, permissive), through
@@ -38,7 +41,8 @@ pub use render::Format;
 pub enum Kind {
     /// Throughput vs threads.
     Throughput,
-    /// Throughput and aborts vs the config field named by --x.
+    /// Throughput and aborts vs the config field named by --x (grouped
+    /// bars, a group per value, when it takes fewer than 3 values).
     Contention,
     /// Throughput in each second of each run.
     Timeseries,
@@ -47,8 +51,10 @@ pub enum Kind {
     /// Time breakdown per transaction type (runs made with --breakdown).
     Breakdown,
     /// Throughput per configuration, a bar each (the median of the files
-    /// of one `bench --label`, or of one configuration); with `all`, drawn
-    /// only when some file has a label.
+    /// of one `bench --label`, or of one configuration); for results of
+    /// several protocols, a group per configuration and a bar per
+    /// protocol. With `all`, drawn when some file has a label or several
+    /// protocols.
     Configs,
     /// Every chart the files support; the others are skipped with a note.
     All,

@@ -304,6 +304,50 @@ fn breakdown_has_one_slot_per_transaction_type() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Two values of a knob are two points, not a trend: grouped bars, a
+/// group per value and a bar per series (the benchmark, in the title, is
+/// not repeated in the legend).
+#[test]
+fn two_values_of_a_knob_are_bars() {
+    let dir = scratch("two-values");
+    let files: Vec<PathBuf> = [(1.0, 3.0e5), (50.0, 1.5e5)]
+        .iter()
+        .map(|&(r, tput)| {
+            let mut v = tpcc_protocols(2, tput);
+            v["config"]["remote_item_pct"] = json!(r);
+            write(&dir, &format!("tpcc-r{r}.json"), &v)
+        })
+        .collect();
+    let out = dir.join("charts");
+    let o = plot(&[
+        &files[0],
+        &files[1],
+        &"--out",
+        &out,
+        &"--kind",
+        &"contention",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_chart(
+        &out,
+        "contention",
+        &[
+            "tpcc: throughput at each remote_item_pct",
+            "remote_item_pct = 1",
+            "remote_item_pct = 50",
+        ],
+    );
+    let svg = std::fs::read_to_string(out.join("contention.svg")).unwrap();
+    // The legend names the protocols alone.
+    let texts: Vec<&str> = svg_texts(&svg).into_iter().map(|(_, t)| t).collect();
+    assert!(texts.contains(&"2pl-nowait"), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.starts_with("tpcc silo")),
+        "{texts:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn several_protocols_are_a_series_each() {
     let dir = scratch("protocols");
@@ -327,6 +371,18 @@ fn several_protocols_are_a_series_each() {
         );
     }
     assert_chart(&out, "breakdown", &["tpcc 2pl-nowait threads=2: where"]);
+    // Several protocols get their bar chart by default: a group per file's
+    // configuration, a bar per protocol.
+    assert_chart(
+        &out,
+        "configs",
+        &[
+            "throughput of each protocol",
+            "threads=1",
+            "threads=2",
+            "2pl-nowait",
+        ],
+    );
     let svg = std::fs::read_to_string(out.join("throughput.svg")).unwrap();
     let labels: Vec<&str> = svg_texts(&svg)
         .into_iter()

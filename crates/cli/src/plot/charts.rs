@@ -125,6 +125,56 @@ pub fn contention(runs: &[Run], x: Option<&str>) -> Result<Built, Unbuilt> {
     } else {
         short.to_string()
     };
+    // Two values of the knob are two points, not a trend: grouped bars,
+    // a group per value, a bar per series.
+    let mut values: Vec<f64> = xs.clone();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    if values.len() < 3 {
+        let title = benchmarks(&all);
+        let bars = |what: &str, y_desc: &str, groups: &BTreeMap<String, Vec<(f64, f64)>>| {
+            let keys: Vec<String> = groups.keys().cloned().collect();
+            // The title names the benchmark: the legend need not.
+            let prefix = format!("{title} ");
+            let layers: Vec<String> = if keys.iter().all(|k| k.starts_with(&prefix)) {
+                keys.iter().map(|k| k[prefix.len()..].to_string()).collect()
+            } else {
+                keys.clone()
+            };
+            let stacks = values
+                .iter()
+                .map(|&x| {
+                    keys.iter()
+                        .map(|l| {
+                            let at: Vec<f64> =
+                                groups[l].iter().filter(|p| p.0 == x).map(|p| p.1).collect();
+                            if at.is_empty() {
+                                0.0
+                            } else {
+                                at.iter().sum::<f64>() / at.len() as f64
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            BarChart {
+                title: format!("{title}: {what} at each {short}"),
+                x_desc: x_desc.clone(),
+                y_desc: y_desc.into(),
+                categories: values.iter().map(|&x| format!("{short} = {x}")).collect(),
+                layers,
+                stacks,
+                grouped: true,
+            }
+        };
+        return Ok(Built {
+            figure: Figure::Bars(vec![
+                bars("throughput", "throughput (txn/s)", &tput),
+                bars("aborts", "aborts (aborts/s)", &aborts),
+            ]),
+            notes,
+        });
+    }
     let panel = |what: &str, y_desc: &str, groups: BTreeMap<String, Vec<(f64, f64)>>| LineChart {
         title: format!("{}: {what} vs {short}", benchmarks(&all)),
         x_desc: x_desc.clone(),
@@ -311,6 +361,7 @@ pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
                     .iter()
                     .map(|t| t.parts.iter().map(|f| f * 100.0).collect())
                     .collect(),
+                grouped: false,
             }
         })
         .collect();
@@ -325,15 +376,29 @@ pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
 /// else what varies in its configuration; files of one configuration (and
 /// protocol) are rounds of the same measurement, and the bar is their
 /// median. With `explicit` false it is drawn only when some file has a
-/// label: the other charts show unlabelled files better.
+/// label or several protocols: the other charts show single-protocol
+/// unlabelled files better.
 pub fn configs(runs: &[Run], explicit: bool) -> Result<Built, Unbuilt> {
     let all: Vec<&Run> = runs.iter().collect();
-    if !explicit && !runs.iter().any(|r| r.label().is_some()) {
+    // By default for labelled files and for results of several protocols.
+    if !explicit
+        && !runs
+            .iter()
+            .any(|r| r.label().is_some() || r.points.len() > 1)
+    {
         return Err(Unbuilt::Unsupported(
-            "no file has a label (bench --label); ask for it with --kind configs".into(),
+            "no file has a label (bench --label) or several protocols; ask for it with --kind \
+             configs"
+                .into(),
         ));
     }
     let labels = Labels::new(&all, Axis::None);
+    if runs.iter().any(|r| r.points.len() > 1) {
+        return Ok(Built {
+            figure: Figure::Bars(vec![protocols_per_config(runs, &labels, &all)]),
+            notes: Vec::new(),
+        });
+    }
     let mut order: Vec<String> = Vec::new();
     let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for r in runs {
@@ -357,11 +422,57 @@ pub fn configs(runs: &[Run], explicit: bool) -> Result<Built, Unbuilt> {
         categories: order,
         layers: vec!["median txn/s".into()],
         stacks,
+        grouped: false,
     };
     Ok(Built {
         figure: Figure::Bars(vec![chart]),
         notes: Vec::new(),
     })
+}
+
+/// Results of several protocols: a group of bars per configuration, a
+/// bar per protocol (each the median of its files), in the order the
+/// files first show them.
+fn protocols_per_config(runs: &[Run], labels: &Labels, all: &[&Run]) -> BarChart {
+    let (mut configs, mut protocols): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    let mut values: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        let c = labels.config_of(r);
+        if !configs.contains(&c) {
+            configs.push(c.clone());
+        }
+        for p in &r.points {
+            if !protocols.contains(&p.protocol) {
+                protocols.push(p.protocol.clone());
+            }
+            values
+                .entry((c.clone(), p.protocol.clone()))
+                .or_default()
+                .push(p.throughput_txn_per_s);
+        }
+    }
+    let stacks = configs
+        .iter()
+        .map(|c| {
+            protocols
+                .iter()
+                .map(|p| {
+                    values
+                        .get(&(c.clone(), p.clone()))
+                        .map_or(0.0, |v| median(v))
+                })
+                .collect()
+        })
+        .collect();
+    BarChart {
+        title: format!("{}: throughput of each protocol", benchmarks(all)),
+        x_desc: "configuration".into(),
+        y_desc: "throughput (txn/s)".into(),
+        categories: configs,
+        layers: protocols,
+        stacks,
+        grouped: true,
+    }
 }
 
 /// The median of `v` (not empty; the mean of the middle two of an even
@@ -514,6 +625,32 @@ impl Labels {
             .map(|(b, rs)| (b.to_string(), varying(&rs, axis)))
             .collect();
         Labels { fields }
+    }
+
+    /// A file's configuration without its benchmark or protocol: its
+    /// `--label`, else the fields that vary (`theta=0.9`), else the
+    /// benchmark.
+    fn config_of(&self, r: &Run) -> String {
+        if let Some(l) = r.label() {
+            return l;
+        }
+        let leaves = r.config_leaves();
+        let parts: Vec<String> = self
+            .fields
+            .get(&r.benchmark)
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                let v = leaves.get(f).map_or("none", String::as_str);
+                let v = if v == "null" { "none" } else { v };
+                format!("{}={v}", short_name(f))
+            })
+            .collect();
+        if parts.is_empty() {
+            r.benchmark.clone()
+        } else {
+            parts.join(" ")
+        }
     }
 
     fn of(&self, r: &Run, protocol: &str) -> String {

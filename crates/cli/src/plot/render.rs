@@ -106,17 +106,20 @@ pub struct Series {
     pub markers: Vec<(f64, f64)>,
 }
 
-/// Stacked bars, one per category.
+/// Bars, one stack per category; or, `grouped`, one bar per layer side by
+/// side in each category (values that do not add up, such as each
+/// protocol's throughput).
 #[derive(Debug, Clone)]
 pub struct BarChart {
     pub title: String,
     pub x_desc: String,
     pub y_desc: String,
     pub categories: Vec<String>,
-    /// The stack's layer names, bottom first.
+    /// The stack's layer names, bottom first (grouped: left first).
     pub layers: Vec<String>,
     /// `stacks[category][layer]`.
     pub stacks: Vec<Vec<f64>>,
+    pub grouped: bool,
 }
 
 impl Figure {
@@ -284,11 +287,22 @@ fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) ->
     let top = c
         .stacks
         .iter()
-        .map(|s| s.iter().sum::<f64>())
+        .map(|s| match c.grouped {
+            true => s.iter().copied().fold(0.0, f64::max),
+            false => s.iter().sum::<f64>(),
+        })
         .fold(100.0, f64::max);
     // The bars fill the plot's height: the legend gets a strip of its own.
     let (w, _) = area.dim_in_pixel();
-    let (area, side) = area.split_horizontally(w.saturating_sub(BAR_LEGEND_PX));
+    // Wide enough for the longest layer name (about 9 px a character).
+    let longest = c
+        .layers
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0) as u32;
+    let legend_px = (longest * 9 + 44).clamp(BAR_LEGEND_PX, w / 3);
+    let (area, side) = area.split_horizontally(w.saturating_sub(legend_px));
     // Segments over `0..n` are n + 1 (the range is taken inclusively), so
     // one per category is `0..categories - 1`.
     let slots = c.categories.len().max(1);
@@ -320,19 +334,32 @@ fn bar_panel<DB: DrawingBackend>(c: &BarChart, area: &DrawingArea<DB, Shift>) ->
         .y_label_formatter(&y_fmt)
         .draw()
         .map_err(err)?;
+    // Grouped: each category's width split among its layers, in pixels.
+    let layers = c.layers.len().max(1);
+    let slot_px = chart.plotting_area().dim_in_pixel().0 as usize / slots;
+    let bar_px = slot_px.saturating_sub(28) / layers;
     for k in 0..c.layers.len() {
         let color = PALETTE[k % PALETTE.len()];
         chart
             .draw_series(c.stacks.iter().enumerate().map(|(i, stack)| {
-                let bottom: f64 = stack[..k].iter().sum();
+                let (bottom, value) = match c.grouped {
+                    true => (0.0, stack[k]),
+                    false => (stack[..k].iter().sum(), stack[k]),
+                };
                 let mut r = Rectangle::new(
                     [
                         (SegmentValue::Exact(i), bottom),
-                        (SegmentValue::Exact(i + 1), bottom + stack[k]),
+                        (SegmentValue::Exact(i + 1), bottom + value),
                     ],
                     color.filled(),
                 );
-                r.set_margin(0, 0, 14, 14);
+                if c.grouped {
+                    let left = 14 + k * bar_px;
+                    let right = slot_px.saturating_sub(left + bar_px);
+                    r.set_margin(0, 0, left as u32, right as u32);
+                } else {
+                    r.set_margin(0, 0, 14, 14);
+                }
                 r
             }))
             .map_err(err)?;
