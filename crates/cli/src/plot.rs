@@ -105,6 +105,11 @@ pub struct PlotArgs {
     /// the one numeric config field that differs among the files.
     #[arg(long = "x", value_name = "FIELD")]
     pub x: Option<String>,
+    /// Names to show instead of generated series names (`ycsb kv
+    /// global_tid=false` → `Key-Value`): `granary reproduce` names its
+    /// series as its report does.
+    #[arg(skip)]
+    pub names: Vec<(String, String)>,
 }
 
 /// Draw the charts `args` asks for and print their paths.
@@ -147,7 +152,7 @@ pub fn run(args: PlotArgs) -> Result<(), String> {
             Kind::Configs => charts::configs(&runs, explicit),
             Kind::All => unreachable!("`all` is expanded above"),
         };
-        let Built { figure, notes } = match built {
+        let Built { mut figure, notes } = match built {
             Ok(b) => b,
             Err(Unbuilt::Unsupported(why)) if !explicit => {
                 eprintln!("granary plot: skipping {}: {why}", kind.name());
@@ -159,6 +164,7 @@ pub fn run(args: PlotArgs) -> Result<(), String> {
         for n in notes {
             eprintln!("granary plot: {n}");
         }
+        figure.rename(&args.names);
         for &f in &formats {
             let path = args.out.join(format!("{}.{}", kind.name(), f.extension()));
             render::write(&figure, &path, f, &font)?;

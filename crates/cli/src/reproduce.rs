@@ -1547,6 +1547,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), String> {
                     kind: e.charts.to_vec(),
                     format: vec![Format::Png, Format::Svg],
                     x: e.x.map(str::to_string),
+                    names: series_names(e.name),
                 });
                 match drawn {
                     Ok(()) => {
@@ -1720,6 +1721,31 @@ fn fastest(v: &Value) -> Option<String> {
     })?["protocol"]
         .as_str()
         .map(str::to_string)
+}
+
+/// The names the report uses for an experiment's chart series, by the
+/// names `granary plot` would generate.
+fn series_names(experiment: &str) -> Vec<(String, String)> {
+    let pairs: &[(&str, &str)] = match experiment {
+        "silo-fig4" => &[
+            ("ycsb kv global_tid=false", "Key-Value"),
+            ("ycsb silo global_tid=false", "MemSilo"),
+            ("ycsb silo global_tid=true", "MemSilo+GlobalTID"),
+        ],
+        "silo-fig5" => &[
+            ("tpcc silo durable=none", "MemSilo"),
+            ("tpcc silo durable=yes", "SiloR (logging)"),
+        ],
+        "silor-fig1" => &[
+            ("ycsb-mix silo durable=none", "MemSilo"),
+            ("ycsb-mix silo durable=yes", "SiloR (logging, checkpoints)"),
+        ],
+        _ => &[],
+    };
+    pairs
+        .iter()
+        .map(|&(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 /// The median of `v` (of an even count, the mean of the middle two) and

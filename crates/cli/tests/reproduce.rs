@@ -62,7 +62,15 @@ fn quick_report_has_every_experiment_asked_for() {
     // The chart: a real PNG of the chart size, embedded in the HTML.
     let png = std::fs::read(out.join("plots/silo-fig4/throughput.png")).expect("chart");
     assert_eq!(png_size(&png), CHART);
-    assert!(out.join("plots/silo-fig4/throughput.svg").exists());
+    // Its series named as the report names them.
+    let svg = std::fs::read_to_string(out.join("plots/silo-fig4/throughput.svg")).unwrap();
+    for name in ["Key-Value", "MemSilo", "MemSilo+GlobalTID"] {
+        assert!(svg.contains(&format!(">\n{name}\n<")), "no series {name}");
+    }
+    assert!(
+        !svg.contains("global_tid="),
+        "a generated series name is left"
+    );
     assert!(md.contains("](plots/silo-fig4/throughput.png)"), "{md}");
     assert!(
         html.contains("data:image/png;base64,iVBORw0KGgo"),

@@ -220,10 +220,19 @@ impl Run {
     /// Every scalar under `config`, by dotted path (`config.common.seconds`),
     /// rendered as text. Arrays are left out: they list choices (e.g. `bench
     /// ycsb --engine silo,kv`), which [`Point::protocol`] already tells apart.
+    ///
+    /// A durable directory's path (`durable`) is given as `yes`: where a
+    /// run logged says nothing about it, and each durable run logs to a
+    /// directory of its own.
     pub fn config_leaves(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         if let Some(c) = self.doc.get("config") {
             leaves("config", c, &mut out);
+        }
+        for (k, v) in out.iter_mut() {
+            if (k == "durable" || k.ends_with(".durable")) && v != "null" {
+                *v = "yes".into();
+            }
         }
         out
     }

@@ -123,6 +123,28 @@ pub struct BarChart {
 }
 
 impl Figure {
+    /// Show each name `from` as `to` (series, bar layers and categories).
+    pub fn rename(&mut self, names: &[(String, String)]) {
+        let fix = |s: &mut String| {
+            if let Some((_, to)) = names.iter().find(|(from, _)| from == s) {
+                *s = to.clone();
+            }
+        };
+        match self {
+            Figure::Lines(charts) => {
+                for c in charts {
+                    c.series.iter_mut().for_each(|s| fix(&mut s.label));
+                }
+            }
+            Figure::Bars(charts) => {
+                for c in charts {
+                    c.layers.iter_mut().for_each(fix);
+                    c.categories.iter_mut().for_each(fix);
+                }
+            }
+        }
+    }
+
     fn size(&self) -> (u32, u32) {
         let panels = match self {
             Figure::Lines(v) => v.len(),
@@ -202,15 +224,10 @@ fn line_panel<DB: DrawingBackend>(c: &LineChart, area: &DrawingArea<DB, Shift>) 
         if x0 == x1 {
             (x0, x1) = (x0 - 1.0, x1 + 1.0);
         }
-        // Counts start at 0 when that is not far off: easier to compare.
-        if x0 > 0.0 && x0 <= (x1 - x0) {
-            x0 = 0.0;
-        }
+        // The axis begins where the data does (a little before, for the
+        // first marker).
         let pad = (x1 - x0) * 0.03;
-        x1 += pad;
-        if x0 != 0.0 {
-            x0 -= pad;
-        }
+        (x0, x1) = (x0 - pad, x1 + pad);
     }
     let (y0, y1) = c.y_range.unwrap_or_else(|| {
         let top = pts().map(|p| p.1).fold(0.0, f64::max);
@@ -243,6 +260,8 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let x_fmt = |v: &f64| match c.x_ticks {
+        // A tick between whole numbers gets no label (1.5 threads).
+        Ticks::Integer if (v - v.round()).abs() > 1e-6 => String::new(),
         Ticks::Integer => format!("{v:.0}"),
         Ticks::Number => number(*v),
     };
