@@ -689,7 +689,7 @@ impl Tc {
         let log = &self.s.log;
         let (used, budget) = (log.in_use(), log.budget());
         (used >= budget).then(|| {
-            format!("TC log full ({used}/{budget} buffers): writers wait for the DC to apply them")
+            format!("TC log full ({used} buffers, budget {budget}): writers wait for the DC to apply them")
         })
     }
 
