@@ -505,6 +505,28 @@ pub(crate) fn check_epoch_ms(ms: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The flags every benchmark shares, as a user types them: `--protocol
+/// … --seed S`, then `--durable DIR` if set (the run's header).
+pub(crate) fn run_flags(
+    protocols: &[Protocol],
+    threads: usize,
+    (seconds, warmup): (f64, f64),
+    runs: usize,
+    seed: u64,
+    durable: &DurableArgs,
+) -> String {
+    let names: Vec<String> = protocols.iter().map(|p| p.name()).collect();
+    let mut s = format!(
+        "--protocol {} --threads {threads} --seconds {seconds} --warmup {warmup} --runs {runs} \
+         --seed {seed}",
+        names.join(",")
+    );
+    if let Some(d) = &durable.durable {
+        s += &format!(" --durable {}", d.display());
+    }
+    s
+}
+
 /// A value-enum flag's value as a user types it (`new-order`).
 pub(crate) fn flag_value<E: ValueEnum>(e: &E) -> String {
     e.to_possible_value()
@@ -539,19 +561,17 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     };
     let seed = c.seed.unwrap_or_else(fresh_seed);
     // The run's configuration in flag words, with the results (stdout).
-    let protocols: Vec<String> = c.protocol.iter().map(|p| p.name()).collect();
     println!(
-        "{name}:{}{about} --protocol {} --threads {} --seconds {} --warmup {} --runs {} --seed {seed}{}",
+        "{name}:{}{about} {}",
         if about.is_empty() { "" } else { " " },
-        protocols.join(","),
-        c.threads,
-        c.seconds,
-        c.warmup,
-        c.runs,
-        match &c.durable.durable {
-            Some(d) => format!(" --durable {}", d.display()),
-            None => String::new(),
-        }
+        run_flags(
+            &c.protocol,
+            c.threads,
+            (c.seconds, c.warmup),
+            c.runs,
+            seed,
+            &c.durable
+        )
     );
     let mut opts = EngineOptions::new(&info, c.threads, opts(c), Some(&c.durable));
     if let Some(bohm) = bohm {

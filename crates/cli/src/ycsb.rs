@@ -221,24 +221,18 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         }
     }
     println!(
-        "ycsb: --keys {} --value-bytes {} --read-pct {}{flags} --protocol {} --threads {} \
-         --seconds {} --warmup {} --runs {} --seed {seed}{}",
+        "ycsb: --keys {} --value-bytes {} --read-pct {}{flags} {}",
         args.keys,
         args.value_bytes,
         args.read_pct,
-        args.protocol
-            .iter()
-            .map(|p| p.name())
-            .collect::<Vec<_>>()
-            .join(","),
-        args.threads,
-        args.seconds,
-        args.warmup,
-        args.runs,
-        match &args.durable.durable {
-            Some(d) => format!(" --durable {}", d.display()),
-            None => String::new(),
-        }
+        crate::bench::run_flags(
+            &args.protocol,
+            args.threads,
+            (args.seconds, args.warmup),
+            args.runs,
+            seed,
+            &args.durable
+        )
     );
     let silo = Options::default()
         .epoch_interval(Duration::from_millis(args.epoch_ms))
