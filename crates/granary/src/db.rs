@@ -74,7 +74,7 @@ impl Database {
             orphan_count: AtomicU64::new(0),
             options,
         });
-        #[cfg(not(loom))]
+        #[cfg(not(feature = "loom"))]
         crate::epoch::spawn_advancer(Arc::downgrade(&shared), shared.options.epoch_interval)
             .map_err(Error::Io)?;
         let owner = Some(Arc::new(Owner {

@@ -288,14 +288,14 @@ impl Epochs {
 }
 
 /// Something the epoch thread ticks; it stops when the owner is dropped.
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(feature = "loom", allow(dead_code))]
 pub(crate) trait Tick: Send + Sync + 'static {
     fn tick(&self);
 }
 
 /// Start the epoch-advancing thread. It holds only a weak reference, and
 /// exits at its next wake-up after the database is dropped.
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) fn spawn_advancer<T: Tick>(
     owner: std::sync::Weak<T>,
     interval: std::time::Duration,
@@ -374,7 +374,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

@@ -39,7 +39,7 @@ const HEADER: usize = std::mem::size_of::<Record>();
 const _: () = assert!(HEADER <= 32, "Silo §4.3: record header at most 32 bytes");
 // `init_streaming` writes the header as three words in this layout (loom's
 // atomics are bigger; it never takes that path).
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 const _: () = assert!(
     HEADER == 24
         && std::mem::offset_of!(Record, tid) == 0
@@ -116,7 +116,7 @@ impl Record {
             // of word stores (which cost a checkpoint load ~150
             // instructions a record). Nobody can read the record yet, so
             // plain byte writes are fine.
-            #[cfg(not(loom))]
+            #[cfg(not(feature = "loom"))]
             {
                 let data = std::ptr::addr_of_mut!((*p.as_ptr()).data) as *mut u8;
                 let pad = cap - value.len();
@@ -129,7 +129,7 @@ impl Record {
                 std::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len());
             }
             // loom's atomics are bigger than their values: word by word.
-            #[cfg(loom)]
+            #[cfg(feature = "loom")]
             {
                 let words = std::ptr::addr_of_mut!((*p.as_ptr()).data) as *mut AtomicU64;
                 let mut i = 0;
@@ -161,7 +161,7 @@ impl Record {
         value: &[u8],
         prev: *mut Record,
     ) -> NonNull<Record> {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        #[cfg(all(target_arch = "x86_64", not(feature = "loom")))]
         // SAFETY: exclusively owned, 8-aligned space of HEADER + cap bytes
         // (caller's contract); the header layout is `repr(C)`: tid, prev,
         // len (u32) and cap (u32) in one word, then the data words.
@@ -188,7 +188,7 @@ impl Record {
             _mm_sfence();
             p
         }
-        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+        #[cfg(not(all(target_arch = "x86_64", not(feature = "loom"))))]
         // SAFETY: forwarded contract.
         unsafe {
             Record::init_at(p, cap, tid, value, prev)
@@ -1133,7 +1133,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

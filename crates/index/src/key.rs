@@ -279,7 +279,7 @@ impl Retired {
     }
 
     /// The leaf, if this is one (for tests that mimic reuse).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(feature = "loom")))]
     pub(crate) fn as_leaf(&self) -> Option<*const Leaf> {
         (self.0.addr().get() & KIND == LEAF)
             .then(|| self.0.as_ptr().map_addr(|a| a & !KIND) as *const Leaf)

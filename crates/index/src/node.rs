@@ -15,10 +15,10 @@ use crate::version::NodeVersion;
 /// full root, a split parent) and a node search reads a third of the
 /// slots, so the tree models run in seconds instead of minutes. The unit
 /// and stress tests keep the real width.
-pub(crate) const LEAF_WIDTH: usize = if cfg!(loom) { 4 } else { 12 };
+pub(crate) const LEAF_WIDTH: usize = if cfg!(feature = "loom") { 4 } else { 12 };
 /// Separator keys per inner node (children = keys + 1); 4 under loom, as
 /// [`LEAF_WIDTH`].
-pub(crate) const INNER_WIDTH: usize = if cfg!(loom) { 4 } else { 12 };
+pub(crate) const INNER_WIDTH: usize = if cfg!(feature = "loom") { 4 } else { 12 };
 
 /// Words of key prefix a node can hold (the key module's docs): 56 bytes,
 /// which fit in a leaf's six cache lines once its entry count sits in the
@@ -194,7 +194,7 @@ impl Inner {
 }
 
 // Loom's atomics are bigger than the hardware's: sizes mean nothing there.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

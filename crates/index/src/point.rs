@@ -46,7 +46,7 @@ const SEVEN_BITS: u64 = 0x7f7f_7f7f_7f7f_7f7f & TAGS;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080 & TAGS;
 /// A new table's buckets (a power of two; two under loom, so that a few
 /// keys chain and a grow is short enough to model-check).
-const FIRST_BUCKETS: usize = if cfg!(loom) { 2 } else { 16 };
+const FIRST_BUCKETS: usize = if cfg!(feature = "loom") { 2 } else { 16 };
 
 #[repr(C, align(64))]
 struct Bucket {
@@ -158,7 +158,7 @@ impl PointIndex {
             crowded: AtomicBool::new(false),
             // Per table, so keys chosen to collide in one cannot be reused
             // on another (fixed under loom, whose runs must repeat).
-            seed: if cfg!(loom) {
+            seed: if cfg!(feature = "loom") {
                 1
             } else {
                 RandomState::new().hash_one(0u64) | 1
@@ -458,7 +458,7 @@ impl PointIndex {
 
     /// Make the next `grow` go ahead (loom tests, which cannot afford
     /// the keys it takes to crowd a table).
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, feature = "loom"))]
     fn set_crowded(&self) {
         self.crowded.store(true, R);
     }
@@ -511,7 +511,7 @@ impl Drop for PointIndex {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -573,7 +573,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

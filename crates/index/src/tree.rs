@@ -2045,7 +2045,7 @@ mod shape {
     /// What [`check`] found.
     pub(super) struct Shape {
         pub keys: Vec<(Vec<u8>, u64)>,
-        #[cfg_attr(loom, allow(dead_code))]
+        #[cfg_attr(feature = "loom", allow(dead_code))]
         pub leaves: usize,
     }
 
@@ -2217,7 +2217,7 @@ mod shape {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::shape::check;
     use super::*;
@@ -3597,7 +3597,7 @@ mod tests {
 /// first. With the preemption bounds each model runs in seconds, and the
 /// cursor models still fail a cursor that ignores its leaf's right
 /// sibling (the leaf test) or its parent's version (the parent test).
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::shape::check;
     use super::*;

@@ -148,7 +148,7 @@ impl NodeVersion {
 
     /// Make the word that of a fresh unlocked node, as if the node's
     /// memory had been freed and reused (tests of stale references).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(feature = "loom")))]
     pub(crate) fn reset(&self) {
         self.0.store(0, Ordering::Release);
     }
@@ -164,7 +164,7 @@ impl NodeVersion {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

@@ -1,9 +1,9 @@
-//! Atomics, swapped for loom's under `cfg(loom)` so the lock words can be
+//! Atomics, swapped for loom's under the `loom` feature so the lock words can be
 //! model-checked.
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One step of a busy wait: a pause, or a yield once waiting has lasted
@@ -11,9 +11,9 @@ pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 #[inline]
 pub(crate) fn backoff(spins: &mut u32) {
     *spins += 1;
-    #[cfg(loom)]
+    #[cfg(feature = "loom")]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(feature = "loom"))]
     if *spins < 64 {
         std::hint::spin_loop();
     } else {

@@ -278,7 +278,7 @@ mod pool {
     const CLASSES: usize = 32;
     /// Each class keeps at most this many bytes per thread; the rest goes
     /// back to the global allocator.
-    #[cfg(not(loom))]
+    #[cfg(not(feature = "loom"))]
     const MAX_BYTES: usize = 4 << 20;
 
     fn class(layout: Layout) -> Option<usize> {
@@ -287,7 +287,7 @@ mod pool {
             .then(|| lines - 1)
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(feature = "loom"))]
     mod cache {
         use std::alloc::Layout;
         use std::cell::RefCell;
@@ -472,7 +472,7 @@ mod pool {
     }
 
     /// Under loom, threads are not the OS's: no cache.
-    #[cfg(loom)]
+    #[cfg(feature = "loom")]
     mod cache {
         pub(super) fn take(_: usize) -> Option<*mut u8> {
             None

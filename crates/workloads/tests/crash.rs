@@ -40,7 +40,7 @@
 //! Then the next cycle starts on the same directory, so recovery runs on
 //! top of recoveries. `GRANARY_SEED` replays a run's choices (the kill
 //! moments are times, so only approximately); `GRANARY_STRESS=n` runs
-//! n × 100 cycles, `GRANARY_CRASH_TPCC_SCALE` sets TPC-C's scale-down factor
+//! n × 50 cycles, `GRANARY_CRASH_TPCC_SCALE` sets TPC-C's scale-down factor
 //! (default 10; 1 is the spec's population). On failure the directory is
 //! kept and its path printed.
 
@@ -74,7 +74,7 @@ const INITIAL: i64 = 1000;
 const PAIRS: u32 = 8;
 /// The thread number in the ids of the parent's own transfers.
 const PARENT_THREAD: u64 = 0xFF;
-const BASE_CYCLES: u64 = 100;
+const BASE_CYCLES: u64 = 50;
 /// Tables each child creates ([`new_tables`]) …
 const TABLES_PER_CYCLE: u64 = 2;
 /// … while there are fewer than this many (`granary::MAX_TABLES` is 4096).

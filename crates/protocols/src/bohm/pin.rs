@@ -36,7 +36,7 @@ impl Word for std::sync::atomic::AtomicU64 {
     }
 }
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 impl Word for loom::sync::atomic::AtomicU64 {
     fn get(&self) -> u64 {
         self.load(loom::sync::atomic::Ordering::SeqCst)
@@ -100,7 +100,7 @@ pub(super) fn unpin<W: Word>(slot: &W) {
     slot.set(UNPINNED);
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::atomic::AtomicU64;

@@ -29,9 +29,9 @@
 //! its appenders retrying, its flusher sealing — carried into `USERS`
 //! within seconds.)
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::cell::UnsafeCell;
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::cell::UnsafeCell;
 
 use crate::sync::{AtomicU64, Ordering};
@@ -177,7 +177,7 @@ impl LogBuffer {
     /// caller got and has not released.
     pub unsafe fn write(&self, start: u32, data: &[u8]) {
         let at = &self.bytes[start as usize..start as usize + data.len()];
-        #[cfg(not(loom))]
+        #[cfg(not(feature = "loom"))]
         // SAFETY: the caller owns these bytes; the pointer comes from the
         // whole range of cells (not one cell), and cells may be written
         // through a shared reference.
@@ -188,7 +188,7 @@ impl LogBuffer {
                 data.len(),
             );
         }
-        #[cfg(loom)]
+        #[cfg(feature = "loom")]
         for (cell, &b) in at.iter().zip(data) {
             // SAFETY: as above.
             cell.with_mut(|p| unsafe { *p = b });
@@ -223,10 +223,10 @@ impl LogBuffer {
     /// within what it wrote.
     pub unsafe fn read_at(&self, start: u32, len: u32) -> Vec<u8> {
         let at = &self.bytes[start as usize..(start + len) as usize];
-        #[cfg(not(loom))]
+        #[cfg(not(feature = "loom"))]
         // SAFETY: final bytes (the caller's contract), contiguous cells.
         return unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) }.to_vec();
-        #[cfg(loom)]
+        #[cfg(feature = "loom")]
         // SAFETY: as above.
         at.iter().map(|c| c.with(|p| unsafe { *p })).collect()
     }
@@ -241,7 +241,7 @@ impl LogBuffer {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -364,7 +364,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;
@@ -471,9 +471,9 @@ struct Pool {
     made: usize,
 }
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 type AtomicPtrCell = loom::sync::atomic::AtomicPtr<LogBuffer>;
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 type AtomicPtrCell = std::sync::atomic::AtomicPtr<LogBuffer>;
 
 impl Log {
@@ -704,11 +704,11 @@ impl Log {
     pub unsafe fn slice(&self, lsn: Lsn, len: u32) -> Option<&[u8]> {
         let buf = self.buffer(lsn >> 32)?;
         let at = &buf.bytes[lsn as u32 as usize..(lsn as u32 + len) as usize];
-        #[cfg(not(loom))]
+        #[cfg(not(feature = "loom"))]
         // SAFETY: written and released before (the caller's contract), and
         // not written again before the buffer is recycled; contiguous cells.
         return Some(unsafe { std::slice::from_raw_parts(at.as_ptr().cast::<u8>(), at.len()) });
-        #[cfg(loom)]
+        #[cfg(feature = "loom")]
         {
             let _ = at;
             unimplemented!("in-place reads are not modelled under loom")
@@ -740,7 +740,7 @@ impl Drop for Log {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod log_tests {
     use super::*;
 
@@ -844,7 +844,7 @@ mod log_tests {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod recycle_tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering as O};

@@ -60,9 +60,9 @@
 //! At most 4095 writers copy into one segment at once (one insert in
 //! flight per thread); more give up.
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::atomic::fence;
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::fence;
 
 use crate::sync::{AtomicU64, Ordering};
@@ -467,14 +467,14 @@ impl ReadCache {
     }
 
     /// Counters: hits, misses, and inserts that were cached and indexed.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(feature = "loom")))]
     pub fn stats(&self) -> (u64, u64, u64) {
         let r = std::sync::atomic::Ordering::Relaxed;
         (self.hits.load(r), self.misses.load(r), self.inserts.load(r))
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -668,7 +668,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

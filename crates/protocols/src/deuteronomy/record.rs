@@ -51,9 +51,9 @@ use granary_api::AbortReason;
 
 use crate::sync::{AtomicU64, Ordering};
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
 
 /// The head of an evicted record (never dereferenced).
@@ -437,7 +437,7 @@ impl Drop for Record {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -587,7 +587,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

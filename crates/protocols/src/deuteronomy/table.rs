@@ -21,9 +21,9 @@ use granary_api::TableId;
 
 use super::record::Record;
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The mark on a `next` pointer: its item is removed.
@@ -294,15 +294,15 @@ impl Retire for FreeNow {
     fn retire(&mut self, item: *mut Item) {
         self.0 += 1;
         // SAFETY: the test's single thread holds no reference to it.
-        #[cfg(not(loom))]
+        #[cfg(not(feature = "loom"))]
         drop(unsafe { Box::from_raw(item) });
         // Under loom other modelled threads may still hold it: leak.
-        #[cfg(loom)]
+        #[cfg(feature = "loom")]
         let _ = item;
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -387,7 +387,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::sync::Arc;

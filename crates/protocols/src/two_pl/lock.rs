@@ -91,13 +91,13 @@ impl RowLock {
         }
     }
 
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(feature = "loom")))]
     pub fn raw(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -119,7 +119,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
     use loom::cell::UnsafeCell;

@@ -97,7 +97,7 @@ struct RowHead {
     ///   [`TxRunner::last_commit_key`]).
     meta: UnsafeCell<u64>,
 }
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 const _: () = assert!(std::mem::size_of::<RowHead>() == 16);
 
 impl RowHead {
