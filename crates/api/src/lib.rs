@@ -38,25 +38,26 @@
 //! * [`keys`]: order-preserving composite keys; [`SecondaryIndex`]: a
 //!   non-unique secondary index as a table of its own.
 //!
-//! ```
-//! use granary_api::{Engine, Tx, TxError, TxRunner};
+//! * [`retry`]: a bounded retry loop with backoff, for a conflict that
+//!   should be retried.
 //!
-//! /// Move `amount` from `a` to `b`, on any design.
+//! ```
+//! use granary_api::{retry, Engine, Tx, TxError, TxRunner};
+//!
+//! /// Move `amount` from `a` to `b`, on any design: each conflict is
+//! /// retried after a backoff, up to `retry::MAX_ATTEMPTS` in a row.
 //! fn transfer<E: Engine>(db: &E, t: granary_api::TableId, a: &[u8], b: &[u8], amount: u64)
 //!     -> Result<(), granary_api::Error> {
 //!     let mut w = db.runner()?;
-//!     loop {
-//!         let r = w.try_run(|tx| {
+//!     retry::until_committed(retry::MAX_ATTEMPTS, || {
+//!         w.try_run(|tx| {
 //!             let get = |v: Option<&[u8]>| v.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
 //!             let x = get(tx.get(t, a)?);
 //!             tx.put(t, a, &(x - amount).to_be_bytes())?;
 //!             let y = get(tx.get(t, b)?);
 //!             tx.put(t, b, &(y + amount).to_be_bytes())
-//!         })?;
-//!         if r.is_ok() {
-//!             return Ok(()); // committed; Err(reason) would be a conflict: retry
-//!         }
-//!     }
+//!         })
+//!     })
 //! }
 //! ```
 #![deny(unsafe_code)]
@@ -65,7 +66,9 @@ mod error;
 mod hints;
 mod interactive;
 pub mod keys;
+pub mod limits;
 mod procedure;
+pub mod retry;
 mod secondary;
 mod stats;
 mod tx;
@@ -77,8 +80,8 @@ pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;
 pub use stats::{ns_per_tick, ticks, ticks_in, Profile, Stamp, Stats};
 pub use tx::{
-    field_within, Declared, Engine, PartitionRule, Partitioning, ReadOnly, TableOptions, Tx,
-    TxRunner,
+    field_within, CheckpointSpan, Declared, Engine, PartitionRule, Partitioning, ReadOnly,
+    TableOptions, Tx, TxRunner, MAX_CHECKPOINT_SPANS,
 };
 
 /// The longest key every design accepts, in bytes.

@@ -2,7 +2,7 @@
 //! an optional cost breakdown; and the cheap clock the driver times every
 //! transaction with.
 
-use crate::error::AbortReason;
+use crate::error::{AbortReason, Error, TxError};
 
 /// A runner's counters (per worker thread, merged for reports).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +24,44 @@ impl Stats {
     /// All conflict aborts.
     pub fn total_aborts(&self) -> u64 {
         self.aborts.iter().sum()
+    }
+
+    /// Count one attempt by how its body ended, once the design has
+    /// committed or rolled it back, and give it [`TxRunner::try_run`]'s
+    /// shape: `Ok` a commit, a conflict its [`AbortReason`], a failure the
+    /// error. Every design's runner counts through here (or
+    /// [`Stats::count`]).
+    ///
+    /// # Errors
+    /// The body's failure.
+    ///
+    /// [`TxRunner::try_run`]: crate::TxRunner::try_run
+    pub fn record<T>(&mut self, r: Result<T, TxError>) -> Result<Result<T, AbortReason>, Error> {
+        match r {
+            Ok(v) => {
+                self.commits += 1;
+                Ok(Ok(v))
+            }
+            Err(TxError::Conflict(reason)) => {
+                self.aborts[reason.index()] += 1;
+                Ok(Err(reason))
+            }
+            Err(TxError::Failed(e)) => {
+                self.failures += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Count one attempt already in [`TxRunner::try_run`]'s shape.
+    ///
+    /// [`TxRunner::try_run`]: crate::TxRunner::try_run
+    pub fn count<T>(&mut self, r: &Result<Result<T, AbortReason>, Error>) {
+        match r {
+            Ok(Ok(_)) => self.commits += 1,
+            Ok(Err(reason)) => self.aborts[reason.index()] += 1,
+            Err(_) => self.failures += 1,
+        }
     }
 
     /// Add another worker's counters.

@@ -190,6 +190,130 @@ pub trait Tx {
     ) -> Result<(), TxError>;
 }
 
+/// Implement [`Tx`] for `$ty` by forwarding every method, defaults
+/// included, to the transaction `$inner` names (`$s` is the receiver):
+/// an interactive session is its design's transaction held open, and must
+/// behave exactly as that transaction does. Written once for every
+/// design's session:
+///
+/// ```ignore
+/// granary_api::forward_tx!(Session<'_>, s => &mut s.tx);
+/// ```
+#[macro_export]
+macro_rules! forward_tx {
+    ($ty:ty, $s:ident => $inner:expr) => {
+        impl $crate::Tx for $ty {
+            #[inline]
+            fn get(
+                &mut self,
+                t: $crate::TableId,
+                key: &[u8],
+            ) -> Result<Option<&[u8]>, $crate::TxError> {
+                let $s = self;
+                $crate::Tx::get($inner, t, key)
+            }
+
+            #[inline]
+            fn get_prefix(
+                &mut self,
+                t: $crate::TableId,
+                key: &[u8],
+                max_bytes: usize,
+            ) -> Result<Option<&[u8]>, $crate::TxError> {
+                let $s = self;
+                $crate::Tx::get_prefix($inner, t, key, max_bytes)
+            }
+
+            #[inline]
+            fn put(
+                &mut self,
+                t: $crate::TableId,
+                key: &[u8],
+                value: &[u8],
+            ) -> Result<(), $crate::TxError> {
+                let $s = self;
+                $crate::Tx::put($inner, t, key, value)
+            }
+
+            #[inline]
+            fn prefetch(&mut self, t: $crate::TableId, key: &[u8]) {
+                let $s = self;
+                $crate::Tx::prefetch($inner, t, key)
+            }
+
+            #[inline]
+            fn prefetch_many(&mut self, keys: &[($crate::TableId, &[u8])]) {
+                let $s = self;
+                $crate::Tx::prefetch_many($inner, keys)
+            }
+
+            #[inline]
+            fn prefetch_prefix_many(
+                &mut self,
+                keys: &[($crate::TableId, &[u8])],
+                max_bytes: usize,
+            ) {
+                let $s = self;
+                $crate::Tx::prefetch_prefix_many($inner, keys, max_bytes)
+            }
+
+            #[inline]
+            fn update<R>(
+                &mut self,
+                t: $crate::TableId,
+                key: &[u8],
+                f: impl FnOnce(&mut [u8]) -> R,
+            ) -> Result<Option<R>, $crate::TxError> {
+                let $s = self;
+                $crate::Tx::update($inner, t, key, f)
+            }
+
+            #[inline]
+            fn update_field<R>(
+                &mut self,
+                t: $crate::TableId,
+                key: &[u8],
+                field: std::ops::Range<usize>,
+                f: impl FnOnce(&mut [u8]) -> R,
+            ) -> Result<Option<R>, $crate::TxError> {
+                let $s = self;
+                $crate::Tx::update_field($inner, t, key, field, f)
+            }
+
+            #[inline]
+            fn insert(
+                &mut self,
+                t: $crate::TableId,
+                key: &[u8],
+                value: &[u8],
+            ) -> Result<(), $crate::TxError> {
+                let $s = self;
+                $crate::Tx::insert($inner, t, key, value)
+            }
+
+            #[inline]
+            fn delete(&mut self, t: $crate::TableId, key: &[u8]) -> Result<bool, $crate::TxError> {
+                let $s = self;
+                $crate::Tx::delete($inner, t, key)
+            }
+
+            #[inline]
+            fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
+                &mut self,
+                t: $crate::TableId,
+                lo: std::ops::Bound<&[u8]>,
+                hi: std::ops::Bound<&[u8]>,
+                limit: usize,
+                reverse: bool,
+                f: F,
+            ) -> Result<(), $crate::TxError> {
+                let $s = self;
+                $crate::Tx::scan($inner, t, lo, hi, limit, reverse, f)
+            }
+        }
+    };
+}
+
 /// The bytes of `field` within a value of `len` bytes: cut at the end,
 /// and empty (at `len`) if it starts past it (see [`Tx::update_field`]).
 #[inline]
@@ -552,21 +676,20 @@ pub trait TxRunner {
 
     /// Run a read-only body against a consistent snapshot (Silo §4.9: it
     /// never aborts). Protocols without snapshots run it as a regular
-    /// transaction, retried on conflict.
+    /// transaction, retried on conflict with a backoff
+    /// ([`retry::until_committed`](crate::retry::until_committed)).
     ///
     /// # Errors
-    /// Whatever the body failed with.
+    /// Whatever the body failed with; [`Error::RetriesExhausted`] if it
+    /// conflicted [`retry::MAX_ATTEMPTS`](crate::retry::MAX_ATTEMPTS)
+    /// times in a row.
     fn snapshot_read<T>(
         &mut self,
         body: &mut dyn FnMut(&mut dyn ReadOnly) -> Result<T, TxError>,
     ) -> Result<T, Error> {
         // No snapshots: a regular read-only transaction, retried until it
-        // commits (every `Tx` is a `ReadOnly`).
-        loop {
-            if let Ok(v) = self.try_run(|tx| body(tx))? {
-                return Ok(v);
-            }
-        }
+        // commits (every `Tx` is a `ReadOnly`), within the shared bound.
+        crate::retry::until_committed(crate::retry::MAX_ATTEMPTS, || self.try_run(|tx| body(tx)))
     }
 }
 
@@ -686,6 +809,27 @@ pub trait Engine: Sync {
     fn log_bytes(&self) -> Option<u64> {
         None
     }
+
+    /// For an engine that takes checkpoints: when each finished one began
+    /// and ended, oldest first (the most recent [`MAX_CHECKPOINT_SPANS`]).
+    /// Empty for an engine without checkpoints.
+    fn checkpoint_spans(&self) -> Vec<CheckpointSpan> {
+        Vec::new()
+    }
+}
+
+/// How many checkpoint spans an engine keeps for
+/// [`Engine::checkpoint_spans`].
+pub const MAX_CHECKPOINT_SPANS: usize = 1024;
+
+/// When one checkpoint ran: from its start until its last file was
+/// installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointSpan {
+    /// When it began.
+    pub began: std::time::Instant,
+    /// When it was complete.
+    pub ended: std::time::Instant,
 }
 
 #[cfg(test)]

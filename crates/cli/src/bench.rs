@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use granary::{Database, Options};
+use granary::Options;
 use granary_workloads::driver::{DriverConfig, RunReport, Workload};
 use granary_workloads::tpcc::{self, Mix, Tpcc, TpccConfig, MAX_WAREHOUSES};
 use serde::Serialize;
 
-use crate::protocol::{check_all, EngineOptions, Protocol, WorkloadInfo};
+use crate::designs::{print_durability, BohmArgs, DurableArgs, EngineOptions, SiloArgs, TcArgs};
+use crate::interleave::{self, Summary};
+use crate::protocol::{check_all, Protocol, WorkloadInfo};
 use crate::report::{fresh_seed, machine, write_json, Machine};
-use crate::session::{self, Summary};
 
 /// Flags every driver benchmark takes.
 #[derive(Args, Debug, Clone, Serialize)]
@@ -74,299 +75,6 @@ pub struct CommonArgs {
     pub bohm: BohmArgs,
     #[command(flatten)]
     pub tc: TcArgs,
-}
-
-/// Silo's factor-analysis switches (silo-sosp13 §5.7, Fig. 11): each turns
-/// off one of Silo's mechanisms so its worth can be measured. Silo only;
-/// every one keeps Silo serializable.
-#[derive(Args, Debug, Clone, Default, Serialize)]
-pub struct SiloArgs {
-    /// Silo: a new record for every write, never an overwrite in place
-    /// (Fig. 11's *Simple*).
-    #[arg(long)]
-    pub no_overwrites: bool,
-    /// Silo: take every record from the global allocator, with no
-    /// per-worker recycling or chunks for old versions (Fig. 11 without
-    /// *+Allocator*).
-    #[arg(long)]
-    pub no_record_pool: bool,
-    /// Silo: keep no old versions for snapshot transactions
-    /// (*+NoSnapshots*); snapshot transactions are then refused.
-    #[arg(long)]
-    pub no_snapshots: bool,
-    /// Silo: keep an old version on every write that crosses a snapshot
-    /// epoch, as Silo does, even while no snapshot transaction runs
-    /// (granary's default keeps them only while snapshots are in use).
-    #[arg(long, conflicts_with = "no_snapshots")]
-    pub always_versions: bool,
-    /// Silo: free nothing while running (*+NoGC*): retired records and
-    /// old versions stay allocated until the database is dropped, so
-    /// memory grows with the run.
-    #[arg(long)]
-    pub no_gc: bool,
-}
-
-impl SiloArgs {
-    /// `o` with these switches applied.
-    pub fn apply(&self, o: Options) -> Options {
-        let o = o
-            .overwrites(!self.no_overwrites)
-            .record_pool(!self.no_record_pool)
-            .snapshots(!self.no_snapshots)
-            .gc(!self.no_gc);
-        if self.always_versions {
-            o.snapshot_versions_idle_epochs(None)
-        } else {
-            o
-        }
-    }
-}
-
-/// Deuteronomy's data component (`--dc`).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dc {
-    /// granary's own index, in memory.
-    Memory,
-    /// redb, a pure-Rust embedded B-tree store, in `--durable DIR` (or a
-    /// scratch directory, removed afterwards); its page cache is
-    /// `--dc-cache-mb`.
-    Disk,
-    /// An etcd cluster: the one at `--etcd-endpoints`, or a local
-    /// single-node etcd (Debian's etcd-server) started in `DIR/etcd` with `--durable
-    /// DIR` (kept with the log), else in a scratch directory.
-    Etcd,
-}
-
-/// Why `--dc etcd` is refused by a build without the `etcd` feature, and
-/// how to get one that has it.
-pub const NO_ETCD: &str = "--dc etcd: this granary was built without the etcd data component. \
-Rebuild with it (its build needs protoc: apt-get install protobuf-compiler libprotobuf-dev; \
-a local etcd needs etcd-server): cargo install --path crates/cli --locked --features etcd";
-
-/// Deuteronomy's transaction component and data component
-/// (`--protocol deuteronomy`).
-#[derive(Args, Debug, Clone, Serialize)]
-pub struct TcArgs {
-    /// The data component under Deuteronomy's TC.
-    #[arg(long, value_enum, default_value = "memory")]
-    pub dc: Dc,
-    /// The TC's recovery log buffers in memory, in MiB (4 MiB each): the
-    /// version cache that holds recent writes (deuteronomy-cidr15 §3.1).
-    /// Writers shed load (abort as `overloaded`) while it is full.
-    #[arg(long, default_value_t = 256, value_name = "MIB")]
-    pub tc_log_mb: usize,
-    /// MVCC entries (record items and versions) past which the TC trims
-    /// the version lists of the records it touches (§6.5's soft
-    /// watermark).
-    #[arg(long, default_value_t = 1 << 20, value_name = "N")]
-    pub tc_soft_versions: usize,
-    /// MVCC entries past which the TC also sweeps its table, trimming
-    /// every version the DC holds and evicting cold record items (§6.5's
-    /// hard watermark).
-    #[arg(long, default_value_t = 4 << 20, value_name = "N")]
-    pub tc_hard_versions: usize,
-    /// The TC's read cache, in MiB: versions read from the DC after their
-    /// log buffer was recycled (§3.3). 0 turns it off.
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
-    pub tc_read_cache_mb: usize,
-    /// The disk data component's page cache, in MiB.
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
-    pub dc_cache_mb: usize,
-    /// `--dc etcd`: the client URLs of a running etcd cluster
-    /// (http://host:port, comma-separated). Without it a local etcd is
-    /// started for the run. Its keys go under `granary/<run>/` (removed
-    /// afterwards), or `granary/<DIR>/` with `--durable DIR` (which must
-    /// be empty there).
-    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
-    pub etcd_endpoints: Option<Vec<String>>,
-}
-
-impl TcArgs {
-    /// The TC's configuration.
-    ///
-    /// # Errors
-    /// Sizes that do not fit together.
-    pub fn config(&self) -> Result<granary_protocols::deuteronomy::tc::Config, String> {
-        if self.etcd_endpoints.is_some() && self.dc != Dc::Etcd {
-            return Err("--etcd-endpoints is for --dc etcd".into());
-        }
-        if self.dc == Dc::Etcd && !cfg!(feature = "etcd") {
-            return Err(NO_ETCD.into());
-        }
-        let d = granary_protocols::deuteronomy::tc::Config::default();
-        let per = (d.buffer_bytes >> 20) as usize;
-        let c = granary_protocols::deuteronomy::tc::Config {
-            log_buffers: self.tc_log_mb / per,
-            soft_versions: self.tc_soft_versions,
-            hard_versions: self.tc_hard_versions,
-            read_cache_bytes: self.tc_read_cache_mb.checked_mul(1 << 20).ok_or_else(|| {
-                format!("--tc-read-cache-mb {} is too large", self.tc_read_cache_mb)
-            })?,
-            ..d
-        };
-        c.validate().map_err(|e| match e {
-            granary_api::Error::InvalidOption(why) if c.log_buffers < 2 => {
-                format!("--tc-log-mb {}: {why} of {per} MiB", self.tc_log_mb)
-            }
-            e => e.to_string(),
-        })?;
-        Ok(c)
-    }
-}
-
-/// BOHM's thread arrangement (`--protocol bohm`).
-#[derive(Args, Debug, Clone, Serialize)]
-pub struct BohmArgs {
-    /// BOHM's concurrency-control threads (m): each owns a hash partition
-    /// of the keys and plans the writes to it, batch by batch.
-    #[arg(long, default_value_t = 1)]
-    pub bohm_cc: usize,
-    /// BOHM's execution threads (n): they run the planned procedures.
-    /// `--threads` are the clients that submit them.
-    #[arg(long, default_value_t = 1)]
-    pub bohm_exec: usize,
-    /// Instead of separate CC and execution threads: T threads that each
-    /// plan their partition of a batch, then run their share of it
-    /// (m = n = T; the stages no longer overlap, but no thread idles while
-    /// the other stage has work). `--bohm-threads 1` is BOHM on one thread.
-    #[arg(long, value_name = "T", conflicts_with_all = ["bohm_cc", "bohm_exec"])]
-    pub bohm_threads: Option<usize>,
-    /// Procedures per BOHM batch (each client keeps this many in flight).
-    #[arg(long, default_value_t = 1000)]
-    pub bohm_batch: usize,
-}
-
-impl BohmArgs {
-    /// The engine's configuration, refused if the machine cannot run it:
-    /// BOHM's threads spin while they wait, so more of them than cores
-    /// would only take turns.
-    ///
-    /// # Errors
-    /// A count of 0, or more BOHM threads than cores.
-    // Test-only `mutant` builds give the config one more field.
-    #[allow(clippy::needless_update)]
-    pub fn config(&self) -> Result<granary_protocols::bohm::Config, String> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        for (flag, n) in [
-            ("--bohm-cc", self.bohm_cc),
-            ("--bohm-exec", self.bohm_exec),
-            ("--bohm-batch", self.bohm_batch),
-            ("--bohm-threads", self.bohm_threads.unwrap_or(1)),
-        ] {
-            if n == 0 {
-                return Err(format!("{flag} must be at least 1, got 0"));
-            }
-        }
-        let (cc, exec, both) = match self.bohm_threads {
-            Some(t) => (t, t, true),
-            None => (self.bohm_cc, self.bohm_exec, false),
-        };
-        let threads = if both { cc } else { cc + exec };
-        if threads > cores {
-            let asked = match self.bohm_threads {
-                Some(t) => format!("--bohm-threads {t}"),
-                None => format!("--bohm-cc {cc} + --bohm-exec {exec}"),
-            };
-            return Err(format!(
-                "{asked} threads exceed this machine's {cores} cores \
-                 (BOHM's threads wait by spinning; more of them than cores only take turns)"
-            ));
-        }
-        Ok(granary_protocols::bohm::Config {
-            cc_threads: cc,
-            exec_threads: exec,
-            batch: self.bohm_batch,
-            both,
-            ..Default::default()
-        })
-    }
-}
-
-/// Durability flags (SiloR), shared by every driver benchmark.
-#[derive(Args, Debug, Clone, Serialize)]
-pub struct DurableArgs {
-    /// Log and checkpoint into this new directory (SiloR; Deuteronomy's
-    /// recovery log and disk data component): reports commit-to-durable
-    /// latency besides throughput. It must not already hold a database;
-    /// afterwards (Silo) `granary inspect DIR` and `granary bench recover
-    /// DIR` work on it. Silo and deuteronomy, one protocol at a time.
-    #[arg(long, value_name = "DIR")]
-    pub durable: Option<PathBuf>,
-    /// Logger threads (each with its own directory: log.0, log.1, …).
-    #[arg(long, default_value_t = 1, requires = "durable")]
-    pub loggers: usize,
-    /// Take a checkpoint every this many seconds (the dip shows in the
-    /// per-second series, SiloR Fig. 1 and 5).
-    #[arg(long, value_name = "SECONDS", requires = "durable")]
-    pub checkpoint_interval: Option<f64>,
-    /// Checkpointer threads (each writes 2 files, so recovery can load
-    /// them in parallel).
-    #[arg(long, default_value_t = 2, requires = "durable")]
-    pub checkpoint_threads: usize,
-    /// Write log and checkpoint files through the page cache instead of
-    /// with O_DIRECT (for comparison; O_DIRECT is used only where the file
-    /// system supports it anyway).
-    #[arg(long, requires = "durable")]
-    pub buffered_io: bool,
-}
-
-impl DurableArgs {
-    /// Open the benchmark's database: in memory, or durable in a fresh
-    /// directory (commits do not wait for durability; the driver measures
-    /// when they become durable).
-    pub(crate) fn open(&self, o: Options) -> Result<Database, String> {
-        let Some(dir) = &self.durable else {
-            return Database::new(o).map_err(|e| e.to_string());
-        };
-        if granary::durable::recover::exists(dir) {
-            return Err(format!(
-                "{} already holds a granary database; --durable needs a new or empty directory \
-                 (remove it, or time its recovery with `granary bench recover {}`)",
-                dir.display(),
-                dir.display()
-            ));
-        }
-        let every = match self.checkpoint_interval {
-            None => None,
-            Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-            Some(s) => return Err(format!("--checkpoint-interval must be positive, not {s}")),
-        };
-        let o = o
-            .loggers(self.loggers)
-            .wait_for_durable(false)
-            .checkpoint_interval(every)
-            .checkpoint_threads(self.checkpoint_threads)
-            .direct_io(!self.buffered_io);
-        Database::open(dir, o).map_err(|e| e.to_string())
-    }
-}
-
-/// Print a durable database's logging counters (load and run together):
-/// waits for a free log buffer mean the loggers did not keep up.
-pub(crate) fn print_logging(db: &Database) {
-    if let Some(s) = db.durability_stats() {
-        println!(
-            "  logging (load and run): {} blocks, {} fsyncs, {} waits for a free log buffer, {} checkpoints",
-            s.log_blocks, s.log_syncs, s.buffer_waits, s.checkpoints
-        );
-    }
-}
-
-/// Print what a durable run measured.
-pub(crate) fn print_durability(r: &RunReport) {
-    if let Some(d) = &r.durability {
-        let l = &d.durable_latency_us;
-        println!(
-            "  durable commit latency µs: p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  ({} samples)",
-            l.p50, l.p90, l.p99, l.p999, l.max, l.samples
-        );
-        println!(
-            "  log: {:.1} MB/s ({:.1} MB over the measured period)",
-            d.log_mb_per_s,
-            d.log_bytes as f64 / 1e6
-        );
-    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
@@ -582,7 +290,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     opts.dc = c.tc.dc;
     opts.dc_cache = c.tc.dc_cache_mb << 20;
     opts.etcd_endpoints = c.tc.etcd_endpoints.clone();
-    let loaded = session::load_all(name, &c.protocol, &opts, &info, make)?;
+    let loaded = interleave::load_all(name, &c.protocol, &opts, &info, make)?;
     let cfg = DriverConfig {
         threads: c.threads,
         warmup: Duration::from_secs_f64(c.warmup),
@@ -593,14 +301,14 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
     };
     // One protocol, one run: the report as it always was.
     let single = loaded.len() == 1 && c.runs == 1;
-    let reports = session::alternate(&loaded, c.runs, &cfg, &mut |r, p, report| {
+    let reports = interleave::alternate(&loaded, c.runs, &cfg, &mut |r, p, report| {
         if single {
             print_report(&format!("{name} protocol={p}"), c.threads, report);
         } else {
             print_report(&format!("{name} run {r} protocol={p}"), c.threads, report);
         }
     })?;
-    let summaries = session::summarize(&loaded, &reports);
+    let summaries = interleave::summarize(&loaded, &reports);
     if !single {
         print_summaries(name, c.threads, &summaries);
         print_memory(name, &summaries);
@@ -626,7 +334,7 @@ pub(crate) fn drive<W: Workload + 'static, C: Serialize>(
             },
         )?;
     }
-    let violations = session::violations(&reports);
+    let violations = interleave::violations(&reports);
     if violations > 0 {
         return Err(format!("{violations} invariant violations after the run"));
     }

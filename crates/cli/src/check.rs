@@ -10,7 +10,8 @@ use granary_check::{check, Level, Report};
 use granary_workloads::check::{run_check, CheckConfig, CheckRun, CheckWorkload};
 use serde::Serialize;
 
-use crate::protocol::{check_all, with_engine, EngineOptions, Isolation, Protocol, WorkloadInfo};
+use crate::designs::EngineOptions;
+use crate::protocol::{check_all, with_engine, Isolation, Protocol, WorkloadInfo};
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
@@ -86,9 +87,9 @@ pub struct CheckArgs {
     #[arg(long)]
     pub dense_keys: bool,
     #[command(flatten)]
-    pub bohm: crate::bench::BohmArgs,
+    pub bohm: crate::designs::BohmArgs,
     #[command(flatten)]
-    pub tc: crate::bench::TcArgs,
+    pub tc: crate::designs::TcArgs,
 }
 
 /// One protocol's result.

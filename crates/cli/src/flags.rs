@@ -4,8 +4,8 @@
 //! anything runs. A flag is never silently ignored.
 //!
 //! Each design's flags are declared here once: a design's own group of
-//! flags ([`SiloArgs`](crate::bench::SiloArgs),
-//! [`BohmArgs`](crate::bench::BohmArgs), [`TcArgs`](crate::bench::TcArgs))
+//! flags ([`SiloArgs`](crate::designs::SiloArgs),
+//! [`BohmArgs`](crate::designs::BohmArgs), [`TcArgs`](crate::designs::TcArgs))
 //! by the group, every other flag by name in [`SCOPED`] or [`GENERAL`].
 //! A test walks every verb that takes `--protocol` and fails on a flag in
 //! none of them, so a new flag cannot be forgotten.
@@ -21,19 +21,7 @@ pub trait DesignFlags: Args {
     const DESIGNS: &'static [Protocol];
 }
 
-impl DesignFlags for crate::bench::SiloArgs {
-    const DESIGNS: &'static [Protocol] = SILO;
-}
-
-impl DesignFlags for crate::bench::BohmArgs {
-    const DESIGNS: &'static [Protocol] = &[Protocol::Bohm];
-}
-
-impl DesignFlags for crate::bench::TcArgs {
-    const DESIGNS: &'static [Protocol] = &[Protocol::Deuteronomy];
-}
-
-const SILO: &[Protocol] = &[Protocol::Silo];
+pub(crate) const SILO: &[Protocol] = &[Protocol::Silo];
 
 /// Flags outside a design's group that configure some designs only, by
 /// their long name.
@@ -142,9 +130,9 @@ fn groups() -> Vec<(String, &'static [Protocol])> {
         }
     }
     let mut out = Vec::new();
-    of::<crate::bench::SiloArgs>(&mut out);
-    of::<crate::bench::BohmArgs>(&mut out);
-    of::<crate::bench::TcArgs>(&mut out);
+    of::<crate::designs::SiloArgs>(&mut out);
+    of::<crate::designs::BohmArgs>(&mut out);
+    of::<crate::designs::TcArgs>(&mut out);
     out
 }
 

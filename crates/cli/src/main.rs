@@ -1,19 +1,20 @@
 //! The `granary` command.
 
 mod bench;
+mod bench_recover;
 mod check;
+mod designs;
 mod flags;
 mod guard;
 mod index_bench;
 mod inspect;
+mod interleave;
 mod plot;
 mod protocol;
 mod queue;
 mod recover;
 mod report;
 mod reproduce;
-mod restore;
-mod session;
 mod smallbank;
 mod ycsb;
 mod ycsb_mix;
@@ -81,7 +82,7 @@ enum Cmd {
     /// of the last epoch every logger still holds completely) and prints
     /// the epochs and files lost. OUT then opens normally. Example:
     /// granary recover --salvage /tmp/db /tmp/db-salvaged
-    Recover(restore::RestoreArgs),
+    Recover(recover::RecoverArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -125,7 +126,7 @@ enum Bench {
     /// before recovery, so both start cold. DIR is left untouched: a copy
     /// of it is recovered (--in-place recovers DIR itself, as a restart
     /// would). Example: granary bench recover /tmp/db --threads 2
-    Recover(recover::RecoverArgs),
+    Recover(bench_recover::BenchRecoverArgs),
 }
 
 /// Every value may be a negative number (`--theta -0.5` is then refused
@@ -179,8 +180,8 @@ fn main() {
         Cmd::Plot(a) => plot::run(a),
         Cmd::Reproduce(a) => reproduce::run(a),
         Cmd::Inspect(a) => inspect::run(&a),
-        Cmd::Recover(a) => restore::run(&a),
-        Cmd::Bench(Bench::Recover(a)) => recover::run(&a),
+        Cmd::Recover(a) => recover::run(&a),
+        Cmd::Bench(Bench::Recover(a)) => bench_recover::run(&a),
     };
     if let Err(e) = r {
         eprintln!("granary: {e}");

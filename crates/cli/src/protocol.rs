@@ -10,17 +10,16 @@
 //! 2. a line in [`Protocol::traits`]: the isolation level it claims and
 //!    what it needs of a workload ([`Traits`]);
 //! 3. a line in [`with_engine!`] building its engine from
-//!    [`EngineOptions`].
+//!    [`EngineOptions`](crate::designs::EngineOptions).
 //!
-//! The compiler points at 2 and 3 once 1 is written.
+//! The compiler points at 2 and 3 once 1 is written. A design with flags
+//! of its own adds a file in `designs/`: its flag group, what the group
+//! applies to ([`DesignFlags`](crate::flags::DesignFlags)), and how its
+//! engine is built from it.
 
 use clap::ValueEnum;
-use granary::kv::{KvEngine, KvRunner};
-use granary::{Database, Options};
-use granary_api::{Engine, Error, Partitioning, TableId};
+use granary_api::Partitioning;
 use serde::Serialize;
-
-use crate::bench::DurableArgs;
 
 /// A concurrency-control protocol `--protocol` can name.
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq, Hash)]
@@ -372,264 +371,7 @@ pub fn check_all(protocols: &[Protocol], w: &WorkloadInfo) -> Result<(), String>
     Ok(())
 }
 
-impl<'a> EngineOptions<'a> {
-    /// Options for running `w` with `threads` threads, Silo's `silo`, and
-    /// `durable`'s flags.
-    pub fn new(
-        w: &WorkloadInfo,
-        threads: usize,
-        silo: Options,
-        durable: Option<&'a DurableArgs>,
-    ) -> Self {
-        EngineOptions {
-            point_index: silo.point_index,
-            threads,
-            partitions: w.partition_values.unwrap_or(threads).max(1),
-            silo,
-            durable,
-            partitioning: w.partitioned,
-            bohm: granary_protocols::bohm::Config::default(),
-            tc: granary_protocols::deuteronomy::tc::Config::default(),
-            dc: crate::bench::Dc::Memory,
-            dc_cache: 64 << 20,
-            etcd_endpoints: None,
-        }
-    }
-}
-
-/// 2PL of `variant`, with point indexes if `--point-index`.
-pub fn two_pl(
-    opts: &EngineOptions<'_>,
-    variant: granary_protocols::two_pl::Variant,
-) -> granary_protocols::two_pl::TwoPl {
-    use granary_protocols::two_pl::TwoPl;
-    if opts.point_index {
-        TwoPl::with_point_index(variant)
-    } else {
-        TwoPl::new(variant)
-    }
-}
-
-/// The multiversion store at `isolation`, with point indexes if
-/// `--point-index`.
-pub fn mvcc(
-    opts: &EngineOptions<'_>,
-    isolation: granary_protocols::mvcc::Isolation,
-) -> granary_protocols::mvcc::Mvcc {
-    use granary_protocols::mvcc::Mvcc;
-    if opts.point_index {
-        Mvcc::with_point_index(isolation)
-    } else {
-        Mvcc::new(isolation)
-    }
-}
-
-/// What engines are built from; each design takes what applies to it.
-pub struct EngineOptions<'a> {
-    /// Worker threads of the run (a design may size itself by them).
-    #[allow(dead_code)] // for the designs of granary-protocols
-    pub threads: usize,
-    /// How many partitions suit the workload: the number of values its
-    /// partition key takes where that is small (TPC-C's warehouses), else
-    /// the thread count.
-    pub partitions: usize,
-    /// Silo's options (kv's too: it is Silo's index).
-    pub silo: Options,
-    /// `--durable` and its flags (Silo only; `None`: in memory).
-    pub durable: Option<&'a DurableArgs>,
-    /// The workload's partitioning, if it has one.
-    pub partitioning: Option<Partitioning>,
-    /// Point indexes for tables hinted `TableOptions::point_lookups`
-    /// (`--point-index`; Silo's own switch is `silo.point_index`).
-    pub point_index: bool,
-    /// BOHM's threads and batch size.
-    pub bohm: granary_protocols::bohm::Config,
-    /// Deuteronomy's TC sizes, its data component, that DC's page cache
-    /// in bytes (the disk DC's), and the etcd DC's cluster (`None`: a
-    /// local etcd).
-    pub tc: granary_protocols::deuteronomy::tc::Config,
-    pub dc: crate::bench::Dc,
-    pub dc_cache: usize,
-    pub etcd_endpoints: Option<Vec<String>>,
-}
-
-impl EngineOptions<'_> {
-    /// Silo's database: in memory, or durable in a fresh directory.
-    ///
-    /// # Errors
-    /// Silo's, or a directory that already holds a database.
-    pub fn silo(&self) -> Result<Database, String> {
-        match self.durable {
-            Some(d) => d.open(self.silo.clone()),
-            None => Database::new(self.silo.clone()).map_err(|e| e.to_string()),
-        }
-    }
-
-    /// Deuteronomy's TC over its data component: in memory, or durable
-    /// in a fresh directory (`--durable`; the disk DC's file and a local
-    /// etcd's data are there). The disk and etcd DCs without `--durable`
-    /// log to a scratch directory, removed afterwards.
-    ///
-    /// # Errors
-    /// A directory that already holds something, an etcd that cannot be
-    /// started or reached, or the TC's.
-    pub fn deuteronomy(&self) -> Result<granary_protocols::deuteronomy::tc::Tc, String> {
-        use granary_protocols::deuteronomy::{dc::MemoryDc, disk::DiskDc, tc::Tc};
-        let dir = self.durable.and_then(|d| d.durable.as_deref());
-        let mut config = self.tc;
-        if let Some(s) = self.durable.and_then(|d| d.checkpoint_interval) {
-            if !(s.is_finite() && s > 0.0) {
-                return Err(format!("--checkpoint-interval must be positive, not {s}"));
-            }
-            config.checkpoint_ms = (s * 1000.0).ceil() as u64;
-        }
-        let Some(dir) = dir else {
-            if self.dc == crate::bench::Dc::Memory {
-                return Tc::with(config, Box::new(MemoryDc::new())).map_err(|e| e.to_string());
-            }
-            // Scratch: a fresh directory, removed afterwards.
-            let dir = scratch_dir("granary-dc");
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let dc: Box<dyn granary_protocols::deuteronomy::dc::DataComponent> = match self.dc {
-                crate::bench::Dc::Etcd => Box::new(self.etcd(None)?),
-                _ => Box::new(
-                    DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
-                ),
-            };
-            return Tc::open(config, &dir, dc)
-                .map(|(tc, _)| tc.scratch())
-                .map_err(|e| e.to_string());
-        };
-        let used = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
-        if used {
-            return Err(format!(
-                "{} is not empty; --durable needs a new or empty directory",
-                dir.display()
-            ));
-        }
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let dc: Box<dyn granary_protocols::deuteronomy::dc::DataComponent> = match self.dc {
-            crate::bench::Dc::Memory => Box::new(MemoryDc::new()),
-            crate::bench::Dc::Disk => Box::new(
-                DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
-            ),
-            crate::bench::Dc::Etcd => Box::new(self.etcd(Some(dir))?),
-        };
-        Tc::open(config, dir, dc)
-            .map(|(tc, _)| tc)
-            .map_err(|e| e.to_string())
-    }
-
-    /// The etcd DC of a fresh database: on `--etcd-endpoints` under a
-    /// namespace of its own (the durable directory's, which must hold
-    /// nothing yet, or a scratch one removed afterwards), else on a local
-    /// etcd started in `DIR/etcd` (durable) or a scratch directory.
-    ///
-    /// # Errors
-    /// etcd cannot be started or reached, or already holds data there.
-    #[cfg(feature = "etcd")]
-    fn etcd(&self, durable: Option<&std::path::Path>) -> Result<granary_etcd::EtcdDc, String> {
-        use granary_etcd::{EtcdDc, EtcdOptions, EtcdServer};
-        let Some(endpoints) = &self.etcd_endpoints else {
-            let server = match durable {
-                Some(dir) => EtcdServer::start(&dir.join("etcd")),
-                None => EtcdServer::start(&scratch_dir("granary-etcd")).map(EtcdServer::scratch),
-            }
-            .map_err(|e| e.to_string())?;
-            let dc = EtcdDc::connect(EtcdOptions::new(vec![server.endpoint()]))
-                .map_err(|e| e.to_string())?;
-            return Ok(dc.owning(server));
-        };
-        let namespace = match durable {
-            Some(dir) => {
-                let dir = dir
-                    .canonicalize()
-                    .map_err(|e| format!("{}: {e}", dir.display()))?;
-                format!("granary/{}/", dir.display())
-            }
-            None => format!("granary/{}/", unique("run")),
-        };
-        let options = EtcdOptions {
-            namespace: namespace.clone().into_bytes(),
-            ..EtcdOptions::new(endpoints.clone())
-        };
-        let dc = EtcdDc::connect(options).map_err(|e| e.to_string())?;
-        if !dc.is_empty().map_err(|e| e.to_string())? {
-            return Err(format!(
-                "etcd at {} already holds keys under {namespace:?}: a new database needs \
-                 none there (etcdctl del --prefix {namespace:?} removes them)",
-                endpoints.join(",")
-            ));
-        }
-        Ok(match durable {
-            Some(_) => dc,
-            None => dc.scratch(),
-        })
-    }
-
-    /// Without the `etcd` feature there is no etcd DC; `TcArgs::config`
-    /// refuses `--dc etcd` before anything runs, so this is not reached.
-    #[cfg(not(feature = "etcd"))]
-    fn etcd(
-        &self,
-        _durable: Option<&std::path::Path>,
-    ) -> Result<granary_protocols::deuteronomy::dc::MemoryDc, String> {
-        Err(crate::bench::NO_ETCD.to_string())
-    }
-
-    /// The workload's partitioning, for designs that need one (their
-    /// [`Traits::needs_partition_key`] keeps others from getting here).
-    ///
-    /// # Errors
-    /// A workload without one.
-    pub fn partitioning(&self) -> Result<Partitioning, String> {
-        self.partitioning
-            .ok_or_else(|| "this workload has no partition key".to_string())
-    }
-}
-
-/// A name unique to this process and call: `{prefix}-{pid}-{n}-{µs}`.
-fn unique(prefix: &str) -> String {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros());
-    format!("{prefix}-{}-{n}-{t}", std::process::id())
-}
-
-/// A fresh path in the temporary directory (removed first if it
-/// exists).
-fn scratch_dir(prefix: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(unique(prefix));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// Silo's bare index, owning its database (the kv protocol).
-pub struct Kv(pub Database);
-
-impl Engine for Kv {
-    type Runner = KvRunner;
-
-    fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        KvEngine(&self.0).create_table(name)
-    }
-
-    fn create_table_with(&self, name: &str, o: granary::TableOptions) -> Result<TableId, Error> {
-        KvEngine(&self.0).create_table_with(name, o)
-    }
-
-    fn table(&self, name: &str) -> Result<TableId, Error> {
-        KvEngine(&self.0).table(name)
-    }
-
-    fn runner(&self) -> Result<KvRunner, Error> {
-        KvEngine(&self.0).runner()
-    }
-}
-
-/// Build `protocol`'s engine from `opts` (an [`EngineOptions`]) and
+/// Build `protocol`'s engine from `opts` (an [`EngineOptions`](crate::designs::EngineOptions)) and
 /// evaluate `body` with it bound, by value, to `db`: `body` is generic
 /// code over `E: Engine` (an engine is not object-safe). Errors building
 /// the engine return from the enclosing function, whose error type must
@@ -649,24 +391,23 @@ impl Engine for Kv {
 /// ```
 macro_rules! with_engine {
     ($protocol:expr, $opts:expr, |$db:ident| $body:expr) => {{
-        let opts: &$crate::protocol::EngineOptions<'_> = $opts;
+        let opts: &$crate::designs::EngineOptions<'_> = $opts;
         match $protocol {
             $crate::protocol::Protocol::Silo => {
                 let $db = opts.silo()?;
                 $body
             }
             $crate::protocol::Protocol::Kv => {
-                let $db = $crate::protocol::Kv(opts.silo()?);
+                let $db = $crate::designs::Kv(opts.silo()?);
                 $body
             }
             $crate::protocol::Protocol::TwoPlOrdered => {
                 let $db =
-                    $crate::protocol::two_pl(opts, granary_protocols::two_pl::Variant::Ordered);
+                    $crate::designs::two_pl(opts, granary_protocols::two_pl::Variant::Ordered);
                 $body
             }
             $crate::protocol::Protocol::TwoPlNoWait => {
-                let $db =
-                    $crate::protocol::two_pl(opts, granary_protocols::two_pl::Variant::NoWait);
+                let $db = $crate::designs::two_pl(opts, granary_protocols::two_pl::Variant::NoWait);
                 $body
             }
             $crate::protocol::Protocol::Partitioned => {
@@ -686,12 +427,11 @@ macro_rules! with_engine {
             }
             $crate::protocol::Protocol::Hekaton => {
                 let $db =
-                    $crate::protocol::mvcc(opts, granary_protocols::mvcc::Isolation::Serializable);
+                    $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Serializable);
                 $body
             }
             $crate::protocol::Protocol::Si => {
-                let $db =
-                    $crate::protocol::mvcc(opts, granary_protocols::mvcc::Isolation::Snapshot);
+                let $db = $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Snapshot);
                 $body
             }
             $crate::protocol::Protocol::Bohm => {

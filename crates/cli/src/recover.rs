@@ -1,262 +1,201 @@
-//! `granary bench recover DIR`: time recovery (SiloR §6.5) and compare it
-//! with the time to just read the same files.
+//! `granary recover [--salvage] DIR OUT`: recover a copy of a database
+//! directory, leaving the original untouched.
+//!
+//! DIR is copied to OUT (a new directory), and OUT is opened: strictly by
+//! default, so the command fails, naming the file, if anything the durable
+//! state needs is missing or damaged (what `granary inspect DIR` lists as
+//! problems); with `--salvage`, recovering the longest consistent prefix
+//! that survives (`RecoveryMode::Salvage`) and reporting what was lost.
+//! Either way OUT is then a directory that opens strictly.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use granary::durable;
-use granary::{Database, Options};
-use serde::Serialize;
+use granary::durable::format::{self, Pepoch};
+use granary::{Database, Options, RecoveryMode};
+use serde_json::json;
 
-use crate::report::{machine, write_json, Machine};
+use crate::report::progress;
 
-#[derive(Args, Debug, Serialize)]
+#[derive(Args, Debug)]
 pub struct RecoverArgs {
-    /// A database directory (e.g. left by `granary bench … --durable DIR`,
-    /// or by a process killed with -9).
+    /// The damaged (or any) database directory. It is only read.
     pub dir: PathBuf,
-    /// Recovery threads (default: every core).
+    /// Where the recovered copy goes: a new (or empty) directory.
+    pub out: PathBuf,
+    /// Recover the longest consistent prefix that survives, instead of
+    /// failing on missing or damaged data: the state as of the last epoch
+    /// every logger still holds completely. Prints the epochs lost.
     #[arg(long)]
-    pub threads: Option<usize>,
-    /// Write the figures as JSON.
+    pub salvage: bool,
+    /// Print the outcome as JSON.
     #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Recover DIR itself, as a restart would: that changes it (the
-    /// current log files are closed into a new generation and the durable
-    /// epoch advances). By default DIR is left untouched: it is copied
-    /// beside itself (DIR.recovering-PID, removed afterwards; as much disk
-    /// again) and the copy is recovered.
-    #[arg(long)]
-    pub in_place: bool,
-}
-
-#[derive(Serialize)]
-struct Output {
-    benchmark: &'static str,
-    dir: PathBuf,
-    threads: usize,
-    pepoch: u64,
-    checkpoint_bytes: u64,
-    checkpoint_records: u64,
-    checkpoint_seconds: f64,
-    checkpoint_gb_per_s: f64,
-    log_bytes: u64,
-    log_records_applied: u64,
-    log_seconds: f64,
-    log_gb_per_s: f64,
-    /// `Database::open` end to end (scan, load, replay, sweep, tidy).
-    recovery_seconds: f64,
-    /// Bytes recovery reads (checkpoint files, replayed log blocks).
-    read_bytes: u64,
-    /// User plus system CPU time the process spent in `Database::open`.
-    recovery_cpu_seconds: f64,
-    /// Reading the same bytes with as many threads.
-    read_seconds: f64,
-    recovery_over_read: f64,
-    machine: Machine,
+    pub json: bool,
 }
 
 pub fn run(a: &RecoverArgs) -> Result<(), String> {
     if let Some(why) = crate::report::not_a_silo_dir(&a.dir) {
         return Err(why);
     }
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .max(1);
-    if a.in_place {
-        return timed(a, &a.dir, threads);
-    }
-    let name = a
-        .dir
-        .file_name()
-        .map_or_else(|| "db".into(), |n| n.to_string_lossy().into_owned());
-    let copy = a
-        .dir
-        .with_file_name(format!("{name}.recovering-{}", std::process::id()));
-    {
-        // A database open in another process holds LOCK: do not copy
-        // files that are being written.
-        let _lock = crate::restore::lock_shared(&a.dir)?;
-        crate::restore::copy_dir(&a.dir, &copy).inspect_err(|_| {
-            let _ = std::fs::remove_dir_all(&copy);
+    let pe_path = a.dir.join(format::PEPOCH_FILE);
+    let pe = fs::read(&pe_path)
+        .ok()
+        .and_then(|b| Pepoch::decode_file(&b))
+        .ok_or_else(|| {
+            format!(
+                "{} is not a granary database directory (no valid pepoch file)",
+                a.dir.display()
+            )
         })?;
+    let nonempty = fs::read_dir(&a.out).is_ok_and(|mut d| d.next().is_some());
+    if nonempty || (a.out.exists() && !a.out.is_dir()) {
+        return Err(format!(
+            "{} exists and is not an empty directory; recover writes a new one",
+            a.out.display()
+        ));
     }
-    let r = timed(a, &copy, threads);
-    let _ = std::fs::remove_dir_all(&copy);
-    r
-}
-
-/// Time the recovery of `dir` (DIR or its copy) against reading its bytes.
-fn timed(a: &RecoverArgs, dir: &std::path::Path, threads: usize) -> Result<(), String> {
-    let info = durable::scan(dir).map_err(|e| e.to_string())?;
-    // The bytes recovery reads: checkpoint files whole, and the log blocks
-    // it replays (blocks a checkpoint supersedes are skipped unread).
-    let ranges = info.recovery_reads();
-    let read_bytes: u64 = ranges.iter().map(|r| r.2).sum();
-    // Baseline: read them, from the disk: the files are evicted from the
-    // page cache first, and again before recovery, so neither reads from
-    // memory what the other (or an earlier run) brought in.
-    evict(&info, &ranges)?;
-    let t = Instant::now();
-    read_all(&ranges, threads)?;
-    let read_seconds = t.elapsed().as_secs_f64();
-    evict(&info, &ranges)?;
-
-    let opts = Options::default()
-        .loggers(info.pepoch.positions.len())
-        .recovery_threads(threads);
-    let cpu = cpu_seconds();
-    let t = Instant::now();
-    let db = Database::open(dir, opts).map_err(|e| e.to_string())?;
-    let recovery_seconds = t.elapsed().as_secs_f64();
-    let recovery_cpu_seconds = cpu_seconds() - cpu;
-    let s = db
-        .durability_stats()
-        .expect("a durable database has stats")
-        .recovery;
-    drop(db);
-    let gbs = |b: u64, s: f64| if s > 0.0 { b as f64 / 1e9 / s } else { 0.0 };
-    let out = Output {
-        benchmark: "recover",
-        dir: a.dir.clone(),
-        threads,
-        pepoch: s.pepoch,
-        checkpoint_bytes: s.checkpoint_bytes,
-        checkpoint_records: s.checkpoint_records,
-        checkpoint_seconds: s.checkpoint_seconds,
-        checkpoint_gb_per_s: gbs(s.checkpoint_bytes, s.checkpoint_seconds),
-        log_bytes: s.log_bytes,
-        log_records_applied: s.log_records_applied,
-        log_seconds: s.log_seconds,
-        log_gb_per_s: gbs(s.log_bytes, s.log_seconds),
-        recovery_seconds,
-        recovery_cpu_seconds,
-        read_bytes,
-        read_seconds,
-        recovery_over_read: recovery_seconds / read_seconds.max(1e-9),
-        machine: machine(),
+    // A database that is open holds LOCK exclusively: do not copy files
+    // that are being written.
+    let _lock = lock_shared(&a.dir)?;
+    copy_dir(&a.dir, &a.out).inspect_err(|_| {
+        let _ = fs::remove_dir_all(&a.out);
+    })?;
+    let mode = if a.salvage {
+        RecoveryMode::Salvage
+    } else {
+        RecoveryMode::Strict
     };
-    println!(
-        "recovered {}{} to e_p = {} with {} threads in {:.3} s",
-        if a.in_place { "" } else { "a copy of " },
-        a.dir.display(),
-        out.pepoch,
-        threads,
-        recovery_seconds
-    );
-    println!(
-        "  CPU {:.3} s: {:.2} of {} threads busy on average",
-        recovery_cpu_seconds,
-        recovery_cpu_seconds / recovery_seconds.max(1e-9),
-        threads
-    );
-    println!(
-        "  checkpoint {:>10.1} MB  {:>9} records  {:.3} s  {:.2} GB/s",
-        out.checkpoint_bytes as f64 / 1e6,
-        out.checkpoint_records,
-        out.checkpoint_seconds,
-        out.checkpoint_gb_per_s
-    );
-    println!(
-        "  log        {:>10.1} MB  {:>9} writes   {:.3} s  {:.2} GB/s",
-        out.log_bytes as f64 / 1e6,
-        out.log_records_applied,
-        out.log_seconds,
-        out.log_gb_per_s
-    );
-    println!(
-        "  reading the same {:.1} MB: {:.3} s  → recovery / read = {:.2}×",
-        read_bytes as f64 / 1e6,
-        read_seconds,
-        out.recovery_over_read
-    );
-    if let Some(p) = &a.json {
-        write_json(p, &out)?;
+    let o = Options::default()
+        .loggers(pe.positions.len())
+        .recovery_mode(mode);
+    let db = match Database::open(&a.out, o) {
+        Ok(db) => db,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&a.out);
+            let hint = if a.salvage {
+                ""
+            } else {
+                " (granary recover --salvage recovers what survives)"
+            };
+            return Err(format!(
+                "cannot recover {}: {}{hint}",
+                a.dir.display(),
+                in_dir(a, &e.to_string())
+            ));
+        }
+    };
+    let stats = db.durability_stats().expect("a durable database");
+    let r = &stats.recovery;
+    let tables = db.tables().len();
+    drop(db);
+    let salvage = r.salvage.as_ref();
+    if a.json {
+        let v = json!({
+            "dir": a.dir, "out": a.out, "salvage": a.salvage,
+            "pepoch": r.pepoch,
+            "recovered_through_epoch": salvage.map_or(r.pepoch, |s| s.epoch),
+            "lost_epochs": salvage.and_then(|s| s.lost).map(|(lo, hi)| json!({"first": lo, "last": hi})),
+            "problems": salvage.map_or(Vec::new(), |s| s.problems.iter().map(|p| in_dir(a, &p.to_string())).collect::<Vec<_>>()),
+            "tables": tables,
+            "checkpoint_records": r.checkpoint_records,
+            "log_records_applied": r.log_records_applied,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(());
     }
-    Ok(())
-}
-
-/// User plus system CPU time of the whole process so far.
-fn cpu_seconds() -> f64 {
-    // SAFETY: `rusage` is plain integers, for which zeros are valid.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `getrusage` fills the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
-        return 0.0;
-    }
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(u.ru_utime) + s(u.ru_stime)
-}
-
-/// Drop the cached pages of every file recovery reads (and of the logs it
-/// scans), so the next read of them goes to the disk. Needs no privilege,
-/// unlike `echo 3 > /proc/sys/vm/drop_caches`; the files are synced first,
-/// as only clean pages can be dropped.
-fn evict(info: &durable::recover::DirInfo, ranges: &[(PathBuf, u64, u64)]) -> Result<(), String> {
-    let files = ranges
-        .iter()
-        .map(|r| &r.0)
-        .chain(info.logs.iter().map(|l| &l.path));
-    for p in files {
-        let err = |e: std::io::Error| format!("{}: {e}", p.display());
-        let f = File::open(p).map_err(err)?;
-        f.sync_data().map_err(err)?;
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: a valid open descriptor; no memory is passed.
-            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            if r != 0 {
-                return Err(err(std::io::Error::from_raw_os_error(r)));
+    match salvage {
+        None => println!(
+            "recovered {} into {}: complete, through epoch {} ({} tables)",
+            a.dir.display(),
+            a.out.display(),
+            r.pepoch,
+            tables
+        ),
+        Some(s) => {
+            println!(
+                "salvaged {} into {}: the state as of epoch {} ({} tables)",
+                a.dir.display(),
+                a.out.display(),
+                s.epoch,
+                tables
+            );
+            match s.lost {
+                Some((lo, hi)) => println!(
+                    "lost: every transaction of epochs {lo} to {hi} (acknowledged through epoch {})",
+                    s.pepoch
+                ),
+                None => println!("lost: no acknowledged transaction"),
+            }
+            println!("what was gone or damaged:");
+            for p in &s.problems {
+                println!("  {}", in_dir(a, &p.to_string()));
             }
         }
     }
     Ok(())
 }
 
-/// Read every `(file, offset, length)` range on `threads` threads, in
-/// 1 MiB reads into a reused buffer (as recovery reads its blocks).
-fn read_all(ranges: &[(PathBuf, u64, u64)], threads: usize) -> Result<(), String> {
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads.min(ranges.len()).max(1))
-            .map(|_| {
-                s.spawn(|| -> Result<u64, String> {
-                    let mut sum = 0u64;
-                    let mut buf = vec![0u8; 1 << 20];
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((p, off, len)) = ranges.get(i) else {
-                            return Ok(sum);
-                        };
-                        let err = |e: std::io::Error| format!("{}: {e}", p.display());
-                        let f = File::open(p).map_err(err)?;
-                        let mut at = *off;
-                        while at < off + len {
-                            let n = ((off + len - at) as usize).min(buf.len());
-                            f.read_exact_at(&mut buf[..n], at).map_err(err)?;
-                            // Touch the bytes so the read cannot be elided.
-                            sum = sum.wrapping_add(
-                                buf[..n]
-                                    .iter()
-                                    .step_by(4096)
-                                    .map(|&x| u64::from(x))
-                                    .sum::<u64>(),
-                            );
-                            at += n as u64;
-                        }
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().expect("reader thread")?;
+/// `message` about the copy in OUT, told of DIR: recovery opens the copy,
+/// but what is missing or damaged is missing or damaged in DIR (the copy
+/// has the same files at the same places; OUT is removed on failure).
+fn in_dir(a: &RecoverArgs, message: &str) -> String {
+    let sep = std::path::MAIN_SEPARATOR;
+    message.replace(
+        &format!("{}{sep}", a.out.display()),
+        &format!("{}{sep}", a.dir.display()),
+    )
+}
+
+/// A shared lock on `dir/LOCK` (if it exists), so an open database is
+/// refused.
+pub(crate) fn lock_shared(dir: &Path) -> Result<Option<File>, String> {
+    let path = dir.join(format::LOCK_FILE);
+    let Ok(f) = File::open(&path) else {
+        return Ok(None);
+    };
+    match f.try_lock_shared() {
+        Ok(()) => Ok(Some(f)),
+        Err(fs::TryLockError::WouldBlock) => Err(format!(
+            "{} is open in another process; close it first",
+            dir.display()
+        )),
+        Err(fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
+/// Copy every file and directory under `from` (but `LOCK`) to `to`, with
+/// a progress bar in bytes.
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let mut files = Vec::new();
+    let mut total = 0;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let src = from.join(&rel);
+        let err = |e: std::io::Error| format!("cannot read {}: {e}", src.display());
+        fs::create_dir_all(to.join(&rel))
+            .map_err(|e| format!("cannot create {}: {e}", to.join(&rel).display()))?;
+        for ent in fs::read_dir(&src).map_err(err)? {
+            let ent = ent.map_err(err)?;
+            let name = ent.file_name();
+            if rel.as_os_str().is_empty() && name == format::LOCK_FILE {
+                continue;
+            }
+            let meta = ent.metadata().map_err(err)?;
+            if meta.is_dir() {
+                stack.push(rel.join(&name));
+            } else {
+                total += meta.len();
+                files.push(rel.join(&name));
+            }
         }
-        Ok(())
-    })
+    }
+    let pb = progress(total, "copying");
+    for f in files {
+        let n = fs::copy(from.join(&f), to.join(&f))
+            .map_err(|e| format!("cannot copy {}: {e}", from.join(&f).display()))?;
+        pb.inc(n);
+    }
+    pb.finish_and_clear();
+    Ok(())
 }

@@ -72,7 +72,7 @@ fn parse_spin_us(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos((us * 1000.0).round() as u64))
 }
 
-pub fn run(a: SmallbankArgs) -> Result<Vec<crate::session::Summary>, String> {
+pub fn run(a: SmallbankArgs) -> Result<Vec<crate::interleave::Summary>, String> {
     let mut cfg = SmallBankConfig::new(a.customers);
     cfg.mix = match a.mix {
         MixArg::Bohm => Mix::Bohm,

@@ -27,9 +27,10 @@ use granary_workloads::silo52::Silo52;
 use granary_workloads::ycsb;
 use serde::Serialize;
 
-use crate::protocol::{check_all, EngineOptions, Protocol, WorkloadInfo};
+use crate::designs::EngineOptions;
+use crate::interleave::{self, Summary};
+use crate::protocol::{check_all, Protocol, WorkloadInfo};
 use crate::report::{fresh_seed, machine, write_json, Machine};
-use crate::session::{self, Summary};
 
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct YcsbArgs {
@@ -103,7 +104,7 @@ pub struct YcsbArgs {
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
     #[command(flatten)]
-    pub durable: crate::bench::DurableArgs,
+    pub durable: crate::designs::DurableArgs,
 }
 
 /// The JSON result. Top-level `throughput_txn_per_s` / `aborts_per_s` are the
@@ -259,7 +260,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         let (keys, bytes, read) = (args.keys, args.value_bytes, args.read_pct);
         Ok(Silo52::new(keys, bytes, read, loaders, checked(p)))
     };
-    let loaded = session::load_all("ycsb", &args.protocol, &opts, &info, make)?;
+    let loaded = interleave::load_all("ycsb", &args.protocol, &opts, &info, make)?;
 
     let cfg = DriverConfig {
         threads: args.threads,
@@ -269,7 +270,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         latency_every: args.latency_every,
         breakdown: args.breakdown,
     };
-    let reports = session::alternate(&loaded, args.runs, &cfg, &mut |r, p, report| {
+    let reports = interleave::alternate(&loaded, args.runs, &cfg, &mut |r, p, report| {
         // Only the reasons that occurred, as `reason=count`.
         let reasons: String = abort_reasons(report)
             .iter()
@@ -284,9 +285,9 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             report.aborts_per_s,
         );
         crate::bench::print_details(report, checked(p));
-        crate::bench::print_durability(report);
+        crate::designs::print_durability(report);
     })?;
-    let summaries = session::summarize(&loaded, &reports);
+    let summaries = interleave::summarize(&loaded, &reports);
     for s in &summaries {
         println!(
             "ycsb protocol={} threads={} keys={}: median {:.0} txn/s ({:.0} txn/s/thread), {:.0} aborts/s",
@@ -310,7 +311,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     for l in &loaded {
         l.print_logging();
     }
-    let violations = session::violations(&reports);
+    let violations = interleave::violations(&reports);
     // Run by run, alternating, as they ran.
     let mut runs = Vec::new();
     let mut per: Vec<_> = reports.into_iter().map(Vec::into_iter).collect();

@@ -96,7 +96,7 @@ struct Config<'a> {
     theta: f64,
 }
 
-pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::session::Summary>, String> {
+pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::interleave::Summary>, String> {
     let mut cfg = YcsbConfig::preset(&a.preset).map_err(|e| e.to_string())?;
     if let Some(n) = a.keys {
         cfg = cfg.keys(n);

@@ -68,7 +68,7 @@ fn quick_report_has_every_experiment_asked_for() {
         assert!(svg.contains(&format!(">\n{name}\n<")), "no series {name}");
     }
     assert!(
-        !svg.contains("global_tid="),
+        !svg.contains("global-tid="),
         "a generated series name is left"
     );
     assert!(md.contains("](plots/silo-fig4/throughput.png)"), "{md}");

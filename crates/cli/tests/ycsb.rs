@@ -170,6 +170,69 @@ fn bad_flags_are_refused() {
 }
 
 #[test]
+fn checkpoints_are_placed_in_the_measured_period() {
+    let dir = scratch("checkpoints");
+    let db = dir.join("db");
+    let json = dir.join("ycsb.json");
+    let o = granary(&[
+        "bench",
+        "ycsb",
+        "--threads",
+        "2",
+        "--seconds",
+        "2",
+        "--warmup",
+        "0.1",
+        "--keys",
+        "5000",
+        "--durable",
+        db.to_str().unwrap(),
+        "--checkpoint-interval",
+        "0.3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("checkpoints in the measured period (s from its start): "),
+        "{out}"
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let spans = doc["runs"][0]["result"]["durability"]["checkpoints_s"]
+        .as_array()
+        .expect("checkpoints_s")
+        .clone();
+    assert!(!spans.is_empty(), "{doc}");
+    let elapsed = number(&doc["runs"][0]["result"], "elapsed_s");
+    for s in &spans {
+        let (b, e) = (s[0].as_f64().unwrap(), s[1].as_f64().unwrap());
+        assert!(
+            0.0 <= b && b <= e && e <= elapsed,
+            "{s} outside 0..{elapsed}"
+        );
+    }
+    // In memory there are none.
+    let o = granary(&[
+        "bench",
+        "ycsb",
+        "--threads",
+        "1",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--keys",
+        "1000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains("checkpoints in the measured period"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn durable_run_logs_reports_and_recovers() {
     let dir = scratch("durable");
     let db = dir.join("db");

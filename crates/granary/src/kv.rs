@@ -112,22 +112,8 @@ impl TxRunner for KvRunner {
             w: &mut self.w,
             buf: &mut self.buf,
         };
-        match body(&mut tx) {
-            Ok(v) => {
-                self.stats.commits += 1;
-                Ok(Ok(v))
-            }
-            // Only a body can make up a conflict: nothing here validates.
-            Err(TxError::Conflict(r)) => {
-                let i = AbortReason::ALL.iter().position(|x| *x == r).unwrap_or(0);
-                self.stats.aborts[i] += 1;
-                Ok(Err(r))
-            }
-            Err(TxError::Failed(e)) => {
-                self.stats.failures += 1;
-                Err(e)
-            }
-        }
+        // Only a body can make up a conflict: nothing here validates.
+        self.stats.record(body(&mut tx))
     }
 
     fn last_commit_key(&self) -> u64 {

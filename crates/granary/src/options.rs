@@ -162,7 +162,7 @@ impl Default for Options {
             overwrites: true,
             record_pool: true,
             gc: true,
-            max_retries: 100_000,
+            max_retries: granary_api::retry::MAX_ATTEMPTS,
             #[cfg(feature = "mutant")]
             mutant_skip_read_validation: false,
             loggers: 1,

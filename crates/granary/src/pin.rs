@@ -6,11 +6,9 @@
 //! through the trees is freed. The tree guards below are the index's view
 //! of a pin: they can only be made while the worker is pinned.
 
-use granary_api::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use granary_index::{Guard, Retired};
 
 use crate::epoch::Epochs;
-use crate::error::Error;
 use crate::gc::{Garbage, GcLists};
 
 /// Guard for tree operations that never retire memory (lookups, scans,
@@ -49,39 +47,4 @@ unsafe impl Guard for RetirePin<'_> {
             .tree
             .push_back((self.epochs.global(), Garbage::Key(garbage)));
     }
-}
-
-#[inline]
-pub(crate) fn check_key(key: &[u8]) -> Result<(), Error> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: MAX_KEY_BYTES,
-        });
-    }
-    Ok(())
-}
-
-/// Check the keys of a scan's bounds.
-pub(crate) fn check_bounds(
-    lo: std::ops::Bound<&[u8]>,
-    hi: std::ops::Bound<&[u8]>,
-) -> Result<(), Error> {
-    for b in [lo, hi] {
-        if let std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) = b {
-            check_key(k)?;
-        }
-    }
-    Ok(())
-}
-
-#[inline]
-pub(crate) fn check_value(v: &[u8]) -> Result<(), Error> {
-    if v.len() > MAX_VALUE_BYTES {
-        return Err(Error::ValueTooLarge {
-            len: v.len(),
-            max: MAX_VALUE_BYTES,
-        });
-    }
-    Ok(())
 }

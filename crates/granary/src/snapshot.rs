@@ -20,11 +20,12 @@ use std::ops::Bound;
 use granary_api::TableId;
 
 use crate::error::Error;
-use crate::pin::{check_bounds, check_key, ReadPin};
+use crate::pin::ReadPin;
 use crate::record::Record;
 use crate::shared::Shared;
 use crate::sync::{fence, Ordering};
 use crate::tid::Tid;
+use granary_api::limits::{check_bounds, check_key};
 
 /// A snapshot transaction in progress; see [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct Snapshot<'w> {

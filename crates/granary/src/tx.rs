@@ -71,6 +71,14 @@ impl Engine for crate::db::Database {
     fn log_bytes(&self) -> Option<u64> {
         self.durability_stats().map(|s| s.log_bytes)
     }
+
+    fn checkpoint_spans(&self) -> Vec<granary_api::CheckpointSpan> {
+        self.shared
+            .durable
+            .get()
+            .map(|d| d.checkpoints.spans.lock().iter().copied().collect())
+            .unwrap_or_default()
+    }
 }
 
 impl Tx for Transaction<'_> {
@@ -222,67 +230,4 @@ impl InteractiveTx for Session<'_> {
     }
 }
 
-impl Tx for Session<'_> {
-    #[inline]
-    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
-        self.tx.get(t, key)
-    }
-
-    #[inline]
-    fn get_prefix(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        max_bytes: usize,
-    ) -> Result<Option<&[u8]>, TxError> {
-        self.tx.get_prefix(t, key, max_bytes)
-    }
-
-    #[inline]
-    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.tx.put(t, key, value)
-    }
-
-    #[inline]
-    fn update<R>(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<Option<R>, TxError> {
-        self.tx.update(t, key, f)
-    }
-
-    #[inline]
-    fn update_field<R>(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        field: Range<usize>,
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<Option<R>, TxError> {
-        self.tx.update_field(t, key, field, f)
-    }
-
-    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.tx.insert(t, key, value)
-    }
-
-    #[inline]
-    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        self.tx.delete(t, key)
-    }
-
-    #[inline]
-    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
-        &mut self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        f: F,
-    ) -> Result<(), TxError> {
-        self.tx.scan(t, lo, hi, limit, reverse, f)
-    }
-}
+granary_api::forward_tx!(Session<'_>, s => &mut s.tx);

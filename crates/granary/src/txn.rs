@@ -24,11 +24,12 @@ use granary_api::{ticks, Hints, Profile, TableId};
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::install::{Install, Locked};
-use crate::pin::{check_bounds, check_key, check_value, ReadPin};
+use crate::pin::ReadPin;
 use crate::record::{Pool, Record};
 use crate::shared::{Shared, Table};
 use crate::sync::{fence, Ordering};
 use crate::tid::{snap, Tid};
+use granary_api::limits::{check_bounds, check_key, check_value};
 
 /// An owned `(key, value)` pair, as returned by `scan_collect`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{AbortReason, Error, TxError};
 use crate::gc::{Cleanup, Garbage, GcLists};
 use crate::install::{Locked, Unversioned};
-use crate::pin::{check_key, check_value, ReadPin};
+use crate::pin::ReadPin;
 use crate::record::{Pool, Record};
 use crate::session::{Session, SessionEnd};
 use crate::shared::{Owner, Shared};
@@ -14,6 +14,7 @@ use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::tid::Tid;
 use crate::txn::{Core, Transaction};
+use granary_api::limits::{check_key, check_value};
 
 /// Identifies a committed transaction's durability requirement; see
 /// [`Worker::commit_token`].

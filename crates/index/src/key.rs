@@ -14,7 +14,7 @@
 //! has a KeyBox). Most nodes have `pw = 0`: the slice is the key's first
 //! 8 bytes. Keys that share a long prefix (YCSB's `user000000…`) would
 //! otherwise tie on every slice and be compared out of line; in a node
-//! with a prefix they are told apart by the word after it (`tree.rs`,
+//! with a prefix they are told apart by the word after it (`tree/search.rs`,
 //! `probe`; ARCHITECTURE.md, "Node prefixes").
 //!
 //! Byte-string order from (slice, info) of two keys that share their first

@@ -144,7 +144,7 @@ fn zeros<const N: usize>() -> [AtomicU64; N] {
 
 /// What an unused slice slot holds: above or equal to every slice, so a
 /// node search may compare all of a node's slots without reading its
-/// count first (`count_below` in tree.rs). Every node keeps its slots
+/// count first (`count_below` in tree/search.rs). Every node keeps its slots
 /// from its count on at this value whenever it is unlocked.
 pub(crate) const UNUSED_SLICE: u64 = u64::MAX;
 

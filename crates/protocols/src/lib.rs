@@ -65,7 +65,6 @@
 pub mod bohm;
 mod catalog;
 pub mod deuteronomy;
-mod limits;
 pub mod mvcc;
 pub mod partitioned;
 mod reclaim;

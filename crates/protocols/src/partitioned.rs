@@ -42,9 +42,9 @@ use granary_api::{
 use granary_index::{Insert, Retired, Tree};
 
 use crate::catalog::Catalog;
-use crate::limits::{check_bounds, check_key, check_value};
 use crate::sync::{backoff, AtomicU64, Ordering};
 use crate::value::Tail;
+use granary_api::limits::{check_bounds, check_key, check_value};
 
 /// The most partitions a store has (bits of a lock mask).
 pub const MAX_PARTITIONS: usize = 1024;
@@ -444,21 +444,8 @@ impl Runner {
             self.last_commit = ck;
         }
         self.unlock_all();
-        match r {
-            Ok(v) => {
-                self.stats.commits += 1;
-                Ok(Ok(v))
-            }
-            Err(TxError::Conflict(reason)) => {
-                // Nothing here conflicts; a body may still report one.
-                self.stats.aborts[reason.index()] += 1;
-                Ok(Err(reason))
-            }
-            Err(TxError::Failed(e)) => {
-                self.stats.failures += 1;
-                Err(e)
-            }
-        }
+        // Nothing here conflicts; a body may still report one.
+        self.stats.record(r)
     }
 }
 

@@ -21,51 +21,8 @@ pub(crate) fn backoff(spins: &mut u32) {
     }
 }
 
-/// Randomized exponential backoff after an abort, for designs that abort
-/// on conflict instead of waiting (no-wait 2PL, first-updater-wins MVCC):
-/// retrying at once would meet the same holder again.
-pub(crate) struct Backoff {
-    /// Consecutive aborts (capped).
-    aborts: u32,
-    rng: u64,
-}
-
-impl Backoff {
-    /// A backoff with a random stream of its own (runners must not pause
-    /// in lockstep).
-    pub fn new() -> Backoff {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // splitmix64 of a per-runner number.
-        let mut z = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        Backoff {
-            aborts: 0,
-            rng: (z ^ (z >> 31)) | 1,
-        }
-    }
-
-    /// Pause up to 2^min(consecutive aborts, 10) spins, chosen at random;
-    /// yield the core once aborts keep coming.
-    pub fn after_abort(&mut self) {
-        self.aborts = (self.aborts + 1).min(10);
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        for _ in 0..self.rng & ((1u64 << self.aborts) - 1) {
-            std::hint::spin_loop();
-        }
-        if self.aborts >= 8 {
-            std::thread::yield_now();
-        }
-    }
-
-    /// A commit ends the streak.
-    pub fn reset(&mut self) {
-        self.aborts = 0;
-    }
-}
+/// Backoff after an abort: written once, in `granary-api`.
+pub(crate) use granary_api::retry::Backoff;
 
 /// Start fetching the cache line at `p` (a hint: never faults, even on a
 /// bad or null address).

@@ -3,7 +3,7 @@
 //! counters add up to the read-modify-writes that committed, SmallBank's
 //! money is conserved, on contended keys, with every thread arrangement
 //! this machine can run; the batch watermark keeps chains short (a unit
-//! test in `bohm.rs`); a long reader holds up no writer; snapshot reads
+//! test in `src/bohm/tests.rs`); a long reader holds up no writer; snapshot reads
 //! see a growing consistent prefix; TPC-C's stale predictions are
 //! resubmitted and commit.
 

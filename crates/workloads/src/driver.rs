@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use granary_api::{
-    AbortReason, Body, Declared, Done, Engine, Error, Procedure, Stamp, Tx, TxError, TxRunner,
+    AbortReason, Body, CheckpointSpan, Declared, Done, Engine, Error, Procedure, Stamp, Tx,
+    TxError, TxRunner,
 };
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -219,6 +220,10 @@ pub struct DurabilityReport {
     /// Log bytes written per second over the measured period, in MB/s.
     pub log_mb_per_s: f64,
     pub log_bytes: u64,
+    /// Checkpoints that overlapped the measured period, each `[began,
+    /// ended]` in seconds from its start (clipped to it); empty for an
+    /// engine without checkpoints.
+    pub checkpoints_s: Vec<[f64; 2]>,
 }
 
 const MEASURE: u8 = 1;
@@ -617,123 +622,124 @@ pub fn run<W: Workload, E: Engine>(
     type ThreadOut = Result<(Tally, u64), Error>;
     let mut rss_per_second = Vec::new();
     let rss_at_start_bytes = rss().0;
-    let (results, per_second, elapsed): (Vec<ThreadOut>, Vec<u64>, f64) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..cfg.threads)
-            .map(|id| {
-                let (phase, live, barrier) = (&phase, &live[id], &barrier);
-                let durable_epoch = &durable_epoch;
-                s.spawn(move || -> ThreadOut {
-                    let runner = engine.runner();
-                    barrier.wait();
-                    let mut runner = runner?;
-                    let mut t = w.thread(id, cfg.threads, cfg.seed);
-                    let declares = runner.uses_declared();
-                    let predicts = runner.needs_write_sets();
-                    let window = runner.window();
-                    let mut exec = Exec {
-                        runner: &mut runner,
-                        tally: Tally::new(types.len()),
-                        pending: durable.then(|| Pending {
-                            durable_epoch,
-                            queue: Default::default(),
-                        }),
-                        live,
-                        completed: 0,
-                        latency_every: cfg.latency_every.max(1),
-                        tick: 0,
-                        breakdown: cfg.breakdown,
-                        declares,
-                        predicts,
-                        window,
-                        in_flight: 0,
-                    };
-                    exec.runner.set_profiling(cfg.breakdown);
-                    let mut measuring = false;
-                    let mut base = 0;
-                    loop {
-                        let p = phase.load(Ordering::Relaxed);
-                        if p == STOP {
-                            break;
+    let (results, per_second, m0, elapsed): (Vec<ThreadOut>, Vec<u64>, Instant, f64) =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..cfg.threads)
+                .map(|id| {
+                    let (phase, live, barrier) = (&phase, &live[id], &barrier);
+                    let durable_epoch = &durable_epoch;
+                    s.spawn(move || -> ThreadOut {
+                        let runner = engine.runner();
+                        barrier.wait();
+                        let mut runner = runner?;
+                        let mut t = w.thread(id, cfg.threads, cfg.seed);
+                        let declares = runner.uses_declared();
+                        let predicts = runner.needs_write_sets();
+                        let window = runner.window();
+                        let mut exec = Exec {
+                            runner: &mut runner,
+                            tally: Tally::new(types.len()),
+                            pending: durable.then(|| Pending {
+                                durable_epoch,
+                                queue: Default::default(),
+                            }),
+                            live,
+                            completed: 0,
+                            latency_every: cfg.latency_every.max(1),
+                            tick: 0,
+                            breakdown: cfg.breakdown,
+                            declares,
+                            predicts,
+                            window,
+                            in_flight: 0,
+                        };
+                        exec.runner.set_profiling(cfg.breakdown);
+                        let mut measuring = false;
+                        let mut base = 0;
+                        loop {
+                            let p = phase.load(Ordering::Relaxed);
+                            if p == STOP {
+                                break;
+                            }
+                            if p == MEASURE && !measuring {
+                                // Warm-up over: start counting afresh.
+                                measuring = true;
+                                exec.tally = Tally::new(types.len());
+                                base = exec.completed;
+                            }
+                            if let Err(e) = w.run_one(&mut t, &mut exec) {
+                                phase.store(STOP, Ordering::Relaxed);
+                                return Err(e);
+                            }
                         }
-                        if p == MEASURE && !measuring {
-                            // Warm-up over: start counting afresh.
-                            measuring = true;
-                            exec.tally = Tally::new(types.len());
-                            base = exec.completed;
-                        }
-                        if let Err(e) = w.run_one(&mut t, &mut exec) {
+                        // Procedures still in flight finish; they count only
+                        // in the workload's own books (its invariants), not in
+                        // the throughput of a period that is over.
+                        let measured = exec.completed - base;
+                        if let Err(e) = w.finish(&mut t, &mut exec) {
                             phase.store(STOP, Ordering::Relaxed);
                             return Err(e);
                         }
-                    }
-                    // Procedures still in flight finish; they count only
-                    // in the workload's own books (its invariants), not in
-                    // the throughput of a period that is over.
-                    let measured = exec.completed - base;
-                    if let Err(e) = w.finish(&mut t, &mut exec) {
-                        phase.store(STOP, Ordering::Relaxed);
-                        return Err(e);
-                    }
-                    // Let the last timed transactions become durable, so
-                    // the slowest are not left out of the distribution.
-                    if let Some(p) = &mut exec.pending {
-                        let deadline = Instant::now() + Duration::from_secs(5);
-                        while !p.queue.is_empty() && Instant::now() < deadline {
-                            std::thread::sleep(Duration::from_millis(1));
-                            p.settle(&mut exec.tally.durable);
+                        // Let the last timed transactions become durable, so
+                        // the slowest are not left out of the distribution.
+                        if let Some(p) = &mut exec.pending {
+                            let deadline = Instant::now() + Duration::from_secs(5);
+                            while !p.queue.is_empty() && Instant::now() < deadline {
+                                std::thread::sleep(Duration::from_millis(1));
+                                p.settle(&mut exec.tally.durable);
+                            }
                         }
-                    }
-                    Ok((exec.tally, measured))
+                        Ok((exec.tally, measured))
+                    })
                 })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let sum = || {
-            live.iter()
-                .map(|l| l.completed.load(Ordering::Relaxed))
-                .sum::<u64>()
-        };
-        let sleep_until = |t: Instant| {
-            while Instant::now() < t {
-                if phase.load(Ordering::Relaxed) == STOP {
-                    return false;
+                .collect();
+            barrier.wait();
+            let start = Instant::now();
+            let sum = || {
+                live.iter()
+                    .map(|l| l.completed.load(Ordering::Relaxed))
+                    .sum::<u64>()
+            };
+            let sleep_until = |t: Instant| {
+                while Instant::now() < t {
+                    if phase.load(Ordering::Relaxed) == STOP {
+                        return false;
+                    }
+                    std::thread::sleep((t - Instant::now()).min(Duration::from_millis(250)));
+                    tick(start.elapsed().as_secs_f64(), total_s, sum());
                 }
-                std::thread::sleep((t - Instant::now()).min(Duration::from_millis(250)));
-                tick(start.elapsed().as_secs_f64(), total_s, sum());
+                true
+            };
+            let mut ok = sleep_until(start + cfg.warmup);
+            phase.store(MEASURE, Ordering::Relaxed);
+            log_bytes_at.lock().expect("lock").0 = engine.log_bytes().unwrap_or(0);
+            let m0 = Instant::now();
+            let mut per_second = Vec::new();
+            let mut last = sum();
+            let secs = cfg.duration.as_secs_f64();
+            let mut next = 1.0f64;
+            while ok && next <= secs {
+                ok = sleep_until(m0 + Duration::from_secs_f64(next));
+                let now = sum();
+                per_second.push(now - last);
+                if let (rss @ 1.., _) = rss() {
+                    rss_per_second.push(rss);
+                }
+                last = now;
+                next += 1.0;
             }
-            true
-        };
-        let mut ok = sleep_until(start + cfg.warmup);
-        phase.store(MEASURE, Ordering::Relaxed);
-        log_bytes_at.lock().expect("lock").0 = engine.log_bytes().unwrap_or(0);
-        let m0 = Instant::now();
-        let mut per_second = Vec::new();
-        let mut last = sum();
-        let secs = cfg.duration.as_secs_f64();
-        let mut next = 1.0f64;
-        while ok && next <= secs {
-            ok = sleep_until(m0 + Duration::from_secs_f64(next));
-            let now = sum();
-            per_second.push(now - last);
-            if let (rss @ 1.., _) = rss() {
-                rss_per_second.push(rss);
+            if ok {
+                sleep_until(m0 + cfg.duration);
             }
-            last = now;
-            next += 1.0;
-        }
-        if ok {
-            sleep_until(m0 + cfg.duration);
-        }
-        let elapsed = m0.elapsed().as_secs_f64();
-        phase.store(STOP, Ordering::Relaxed);
-        log_bytes_at.lock().expect("lock").1 = engine.log_bytes().unwrap_or(0);
-        let results = handles
-            .into_iter()
-            .map(|h| h.join().expect("driver thread panicked"))
-            .collect();
-        (results, per_second, elapsed)
-    });
+            let elapsed = m0.elapsed().as_secs_f64();
+            phase.store(STOP, Ordering::Relaxed);
+            log_bytes_at.lock().expect("lock").1 = engine.log_bytes().unwrap_or(0);
+            let results = handles
+                .into_iter()
+                .map(|h| h.join().expect("driver thread panicked"))
+                .collect();
+            (results, per_second, m0, elapsed)
+        });
     let mut total = Tally::new(types.len());
     let mut completed = 0;
     for r in results {
@@ -787,6 +793,7 @@ pub fn run<W: Workload, E: Engine>(
             durable_latency_us: Latency::of(&total.durable),
             log_mb_per_s: bytes as f64 / 1e6 / elapsed,
             log_bytes: bytes,
+            checkpoints_s: within(&engine.checkpoint_spans(), m0, elapsed),
         }
     });
     Ok(RunReport {
@@ -811,9 +818,27 @@ pub fn run<W: Workload, E: Engine>(
     })
 }
 
-/// The most attempts [`run_until_committed`] makes (as many as
-/// `granary::Options::default().max_retries`).
-pub const UNTIL_COMMITTED_ATTEMPTS: u32 = 100_000;
+/// The `spans` that overlap the `elapsed` seconds from `m0`, as `[began,
+/// ended]` seconds from `m0`, clipped to the period.
+fn within(spans: &[CheckpointSpan], m0: Instant, elapsed: f64) -> Vec<[f64; 2]> {
+    let at = |t: Instant| {
+        if t >= m0 {
+            (t - m0).as_secs_f64()
+        } else {
+            -(m0 - t).as_secs_f64()
+        }
+    };
+    spans
+        .iter()
+        .map(|s| [at(s.began), at(s.ended)])
+        .filter(|&[b, e]| e > 0.0 && b < elapsed)
+        .map(|[b, e]| [b.max(0.0), e.min(elapsed)])
+        .collect()
+}
+
+/// The most attempts [`run_until_committed`] makes (the shared bound,
+/// as many as `granary::Options::default().max_retries`).
+pub const UNTIL_COMMITTED_ATTEMPTS: u32 = granary_api::retry::MAX_ATTEMPTS;
 
 /// Run `body` until it commits: for loading and verification, where a
 /// conflict is rare and retrying is right. It gives up after
@@ -840,22 +865,10 @@ pub fn run_until_committed_declared<R: TxRunner, T>(
     declared: Option<&Declared>,
     mut body: impl FnMut(&mut R::Tx<'_>) -> Result<T, TxError>,
 ) -> Result<T, Error> {
-    let mut attempts = 0;
-    loop {
-        let outcome = match declared {
-            Some(d) => r.try_run_declared(d, &mut body)?,
-            None => r.try_run(&mut body)?,
-        };
-        match outcome {
-            Ok(v) => return Ok(v),
-            Err(last) => {
-                attempts += 1;
-                if attempts >= UNTIL_COMMITTED_ATTEMPTS {
-                    return Err(Error::RetriesExhausted { attempts, last });
-                }
-            }
-        }
-    }
+    granary_api::retry::until_committed(UNTIL_COMMITTED_ATTEMPTS, || match declared {
+        Some(d) => r.try_run_declared(d, &mut body),
+        None => r.try_run(&mut body),
+    })
 }
 
 /// Something a loader inserts a row with: `(table, key, value)`.
@@ -929,6 +942,40 @@ pub fn rss() -> (u64, u64) {
 mod tests {
     use super::*;
     use granary::{Database, Options};
+
+    #[test]
+    fn checkpoint_spans_are_placed_and_clipped_to_the_measured_period() {
+        let m0 = Instant::now() + Duration::from_secs(10);
+        let s = |b: f64, e: f64| CheckpointSpan {
+            began: m0 + Duration::from_secs_f64(b),
+            ended: m0 + Duration::from_secs_f64(e),
+        };
+        // Before the period (warm-up), across its start, inside, across
+        // its end, after it.
+        let spans = [
+            s(0.5, 0.9),
+            s(0.5, 1.5),
+            s(2.0, 2.5),
+            s(4.0, 6.0),
+            s(7.0, 8.0),
+        ];
+        let shifted: Vec<CheckpointSpan> = spans
+            .iter()
+            .map(|c| CheckpointSpan {
+                began: c.began - Duration::from_secs(1),
+                ended: c.ended - Duration::from_secs(1),
+            })
+            .collect();
+        let got = within(&shifted, m0, 5.0);
+        let want = [[0.0, 0.5], [1.0, 1.5], [3.0, 5.0]];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g[0] - w[0]).abs() < 1e-6 && (g[1] - w[1]).abs() < 1e-6,
+                "{got:?}"
+            );
+        }
+    }
 
     #[test]
     fn run_until_committed_gives_up_on_endless_conflicts() {

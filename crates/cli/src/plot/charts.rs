@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::input::{InputError, Point, Run, PARTS};
-use super::render::{BarChart, Corner, Figure, LineChart, Series, Ticks};
+use super::render::{BarChart, Corner, Figure, LineChart, Series, Spans, Ticks};
 
 /// Config fields that say how a run was measured, not what ran: they never
 /// split series or serve as a contention axis.
@@ -230,10 +230,15 @@ pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
                 .zip(per_second)
                 .map(|(s, &n)| (f64::from(s), n))
                 .collect();
+            let checkpoints = p.detail.as_ref().map_or(&[][..], |d| &d.checkpoints_s);
             Series {
                 label,
                 line,
                 markers: Vec::new(),
+                spans: Some(Spans {
+                    what: "checkpoints".into(),
+                    ranges: checkpoints.to_vec(),
+                }),
             }
         })
         .collect();
@@ -245,7 +250,7 @@ pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
         x_log: false,
         x_ticks: Ticks::Integer,
         y_range: None,
-        legend: Corner::LowerRight,
+        legend: Corner::UpperRight,
         series,
     };
     Ok(Built {
@@ -289,6 +294,7 @@ pub fn latency(runs: &[Run]) -> Result<Built, Unbuilt> {
                 label,
                 line,
                 markers: Vec::new(),
+                spans: None,
             }
         })
         .collect();
@@ -488,6 +494,12 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// A config field as its flag is typed, without the dashes
+/// (`remote_item_pct` -> `remote-item-pct`), for series names.
+fn flag_name(path: &str) -> String {
+    short_name(path).replace('_', "-")
+}
+
 /// The last segment of a dotted path.
 fn short_name(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
@@ -643,7 +655,7 @@ impl Labels {
             .map(|f| {
                 let v = leaves.get(f).map_or("none", String::as_str);
                 let v = if v == "null" { "none" } else { v };
-                format!("{}={v}", short_name(f))
+                format!("{}={v}", flag_name(f))
             })
             .collect();
         if parts.is_empty() {
@@ -659,7 +671,7 @@ impl Labels {
         for f in self.fields.get(&r.benchmark).into_iter().flatten() {
             let v = leaves.get(f).map_or("none", String::as_str);
             let v = if v == "null" { "none" } else { v };
-            s.push_str(&format!(" {}={v}", short_name(f)));
+            s.push_str(&format!(" {}={v}", flag_name(f)));
         }
         s
     }
@@ -785,6 +797,7 @@ fn averaged(label: String, mut points: Vec<(f64, f64)>) -> Series {
         label,
         line,
         markers: points,
+        spans: None,
     }
 }
 
@@ -825,8 +838,8 @@ mod tests {
         assert_eq!(
             labels,
             [
-                "tpcc silo remote_item_pct=1.0",
-                "tpcc silo remote_item_pct=10.0"
+                "tpcc silo remote-item-pct=1.0",
+                "tpcc silo remote-item-pct=10.0"
             ]
         );
         assert_eq!(charts[0].series[0].line, vec![(1.0, 100.0), (2.0, 190.0)]);
@@ -903,8 +916,8 @@ mod tests {
         assert_eq!(
             b[0].categories,
             [
-                "tpcc silo remote_item_pct=1.0",
-                "tpcc silo remote_item_pct=5.0"
+                "tpcc silo remote-item-pct=1.0",
+                "tpcc silo remote-item-pct=5.0"
             ]
         );
     }

@@ -126,6 +126,10 @@ pub struct Detail {
     pub latency_cdf_us: Vec<(f64, f64)>,
     /// `result.breakdown`; `None` unless run with `--breakdown`.
     pub breakdown: Option<Vec<Breakdown>>,
+    /// `result.durability.checkpoints_s`: when checkpoints ran, as
+    /// `(began, ended)` seconds into the measured period; empty for a run
+    /// without checkpoints (and in older results).
+    pub checkpoints_s: Vec<(f64, f64)>,
 }
 
 /// Where one transaction type's time went, as fractions in [`PARTS`] order.
@@ -417,29 +421,44 @@ impl Doc<'_> {
             None | Some(Value::Null) => None,
             Some(_) => Some(self.breakdown(base)?),
         };
+        let checkpoints_s = match lookup(self.root, &format!("{base}.durability.checkpoints_s")) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => self.pairs(
+                &format!("{base}.durability.checkpoints_s"),
+                "a [began, ended] pair of seconds",
+            )?,
+        };
         Ok(Detail {
             per_second,
             latency_cdf_us,
             breakdown,
+            checkpoints_s,
         })
     }
 
-    fn cdf(&self, base: &str) -> Result<Vec<(f64, f64)>, InputError> {
-        let path = format!("{base}.latency_cdf_us");
-        self.array_at(&path)?
+    /// The array of number pairs at `path`.
+    fn pairs(&self, path: &str, what: &'static str) -> Result<Vec<(f64, f64)>, InputError> {
+        self.array_at(path)?
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 let field = format!("{path}.{i}");
                 match p.as_array().map(Vec::as_slice) {
-                    Some([q, us]) => Ok((
-                        self.f64_of(q, &format!("{field}.0"))?,
-                        self.f64_of(us, &format!("{field}.1"))?,
+                    Some([a, b]) => Ok((
+                        self.f64_of(a, &format!("{field}.0"))?,
+                        self.f64_of(b, &format!("{field}.1"))?,
                     )),
-                    _ => Err(self.wrong(&field, "a [quantile, microseconds] pair")),
+                    _ => Err(self.wrong(&field, what)),
                 }
             })
             .collect()
+    }
+
+    fn cdf(&self, base: &str) -> Result<Vec<(f64, f64)>, InputError> {
+        self.pairs(
+            &format!("{base}.latency_cdf_us"),
+            "a [quantile, microseconds] pair",
+        )
     }
 
     fn breakdown(&self, base: &str) -> Result<Vec<Breakdown>, InputError> {

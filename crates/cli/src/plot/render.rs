@@ -104,6 +104,18 @@ pub struct Series {
     pub line: Vec<(f64, f64)>,
     /// Dots (each measurement, when the line joins averages).
     pub markers: Vec<(f64, f64)>,
+    /// Stretches of x shaded in the series' colour (when its checkpoints
+    /// ran), named in the legend.
+    pub spans: Option<Spans>,
+}
+
+/// Shaded stretches of a series' x axis.
+#[derive(Debug, Clone)]
+pub struct Spans {
+    /// What they are, for the legend ("checkpoints").
+    pub what: String,
+    /// `(from, to)` in x.
+    pub ranges: Vec<(f64, f64)>,
 }
 
 /// Bars, one stack per category; or, `grouped`, one bar per layer side by
@@ -231,7 +243,14 @@ fn line_panel<DB: DrawingBackend>(c: &LineChart, area: &DrawingArea<DB, Shift>) 
     }
     let (y0, y1) = c.y_range.unwrap_or_else(|| {
         let top = pts().map(|p| p.1).fold(0.0, f64::max);
-        (0.0, if top > 0.0 { top * 1.1 } else { 1.0 })
+        (
+            0.0,
+            if top > 0.0 {
+                top * headroom(c, area)
+            } else {
+                1.0
+            },
+        )
     });
 
     let mut b = ChartBuilder::on(area);
@@ -243,17 +262,38 @@ fn line_panel<DB: DrawingBackend>(c: &LineChart, area: &DrawingArea<DB, Shift>) 
         let chart = b
             .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
             .map_err(err)?;
-        lines_on(chart, c, x1 - x0)
+        lines_on(chart, c, x1 - x0, (y0, y1))
     } else {
         let chart = b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
-        lines_on(chart, c, x1 - x0)
+        lines_on(chart, c, x1 - x0, (y0, y1))
     }
+}
+
+/// How far above the highest value the y axis goes: 10%, and with the
+/// legend in an upper corner, enough more that the legend's rows sit
+/// above every line (it never covers data).
+fn headroom<DB: DrawingBackend>(c: &LineChart, area: &DrawingArea<DB, Shift>) -> f64 {
+    if matches!(c.legend, Corner::LowerRight) {
+        return 1.1;
+    }
+    let rows = c.series.len()
+        + c.series
+            .iter()
+            .filter(|s| s.spans.as_ref().is_some_and(|s| !s.ranges.is_empty()))
+            .count();
+    // The plotting area: the panel less its caption, margins and x labels.
+    let plot_px = f64::from(area.dim_in_pixel().1) - f64::from(TITLE_PX) * 1.6 - 64.0 - 36.0;
+    // The legend box: its margin, padding and a row per entry.
+    let legend_px = 12.0 + 10.0 + rows as f64 * f64::from(LABEL_PX) * 1.45 + 12.0;
+    let free = (1.0 - legend_px / plot_px.max(1.0)).clamp(0.3, 0.9);
+    1.0 / free
 }
 
 fn lines_on<'a, DB, X>(
     mut chart: ChartContext<'a, DB, Cartesian2d<X, RangedCoordf64>>,
     c: &LineChart,
     x_span: f64,
+    (y0, y1): (f64, f64),
 ) -> DrawResult
 where
     DB: DrawingBackend + 'a,
@@ -282,6 +322,23 @@ where
     }
     mesh.draw().map_err(err)?;
 
+    // Shading first, so that every line is drawn over it.
+    for (i, s) in c.series.iter().enumerate() {
+        let Some(spans) = s.spans.as_ref().filter(|s| !s.ranges.is_empty()) else {
+            continue;
+        };
+        let shade = PALETTE[i % PALETTE.len()].mix(0.18);
+        chart
+            .draw_series(
+                spans
+                    .ranges
+                    .iter()
+                    .map(|&(a, b)| Rectangle::new([(a, y0), (b, y1)], shade.filled())),
+            )
+            .map_err(err)?
+            .label(format!("{}: {}", s.label, spans.what))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 24, y + 7)], shade.filled()));
+    }
     for (i, s) in c.series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         chart

@@ -15,7 +15,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -205,7 +204,8 @@ fn run_once(shared: &Arc<Shared>, rebase: bool) -> Result<CheckpointStats, Error
         sync_dir(&dir)
     };
     write().map_err(|e| io("write the checkpoint manifest", &dir, e))?;
-    let millis = started.elapsed().as_millis() as u64;
+    let ended = Instant::now();
+    let millis = (ended - started).as_millis() as u64;
     let previous = st.last.lock().replace(manifest);
     // Now the older checkpoint and the logs wholly below e_l can go
     // (§4.3). First the pepoch records that the durable state needs this
@@ -246,7 +246,10 @@ fn run_once(shared: &Arc<Shared>, rebase: bool) -> Result<CheckpointStats, Error
         }
         sync_dir(&ldir).map_err(|e| io("sync", &ldir, e))?;
     }
-    st.completed.fetch_add(1, Ordering::Relaxed);
+    st.finished(granary_api::CheckpointSpan {
+        began: started,
+        ended,
+    });
     Ok(CheckpointStats {
         low,
         high,

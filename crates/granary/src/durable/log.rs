@@ -333,6 +333,8 @@ pub(crate) struct Checkpoints {
     stop: AtomicBool,
     pub periodic: Mutex<Option<JoinHandle<()>>>,
     pub completed: AtomicU64,
+    /// When the most recent checkpoints ran (`Engine::checkpoint_spans`).
+    pub spans: Mutex<std::collections::VecDeque<granary_api::CheckpointSpan>>,
 }
 
 impl Checkpoints {
@@ -346,7 +348,19 @@ impl Checkpoints {
             stop: AtomicBool::new(false),
             periodic: Mutex::new(None),
             completed: AtomicU64::new(0),
+            spans: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// Record a finished checkpoint's span, keeping the most recent
+    /// [`granary_api::MAX_CHECKPOINT_SPANS`].
+    pub fn finished(&self, span: granary_api::CheckpointSpan) {
+        self.completed.fetch_add(1, Ordering::Relaxed);
+        let mut spans = self.spans.lock();
+        if spans.len() == granary_api::MAX_CHECKPOINT_SPANS {
+            spans.pop_front();
+        }
+        spans.push_back(span);
     }
 
     pub fn stop(&self) {

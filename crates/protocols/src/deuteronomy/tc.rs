@@ -85,9 +85,9 @@ use super::read_cache::ReadCache;
 use super::record::{Seen, Version, ABORTED, COMMITTED};
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
-use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::{retire_all, Pin};
 use crate::sync::{backoff, AtomicU64, Ordering};
+use granary_api::limits::{check_bounds, check_key, check_value};
 use granary_index::Tree;
 
 /// Record kinds.
@@ -1390,21 +1390,10 @@ impl Books {
     ) -> Result<Result<T, AbortReason>, Error> {
         self.token = ended.token;
         ended.error.map_or(Ok(()), Err)?;
-        match r {
-            Ok(v) => {
-                self.stats.commits += 1;
-                self.last_ts = ended.ts;
-                Ok(Ok(v))
-            }
-            Err(TxError::Conflict(reason)) => {
-                self.stats.aborts[reason.index()] += 1;
-                Ok(Err(reason))
-            }
-            Err(TxError::Failed(e)) => {
-                self.stats.failures += 1;
-                Err(e)
-            }
+        if r.is_ok() {
+            self.last_ts = ended.ts;
         }
+        self.stats.record(r)
     }
 }
 
@@ -1583,32 +1572,4 @@ impl Drop for Session<'_> {
     }
 }
 
-impl Tx for Session<'_> {
-    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
-        self.tx().get(t, key)
-    }
-
-    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.tx().put(t, key, value)
-    }
-
-    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.tx().insert(t, key, value)
-    }
-
-    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        self.tx().delete(t, key)
-    }
-
-    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
-        &mut self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        f: F,
-    ) -> Result<(), TxError> {
-        self.tx().scan(t, lo, hi, limit, reverse, f)
-    }
-}
+granary_api::forward_tx!(Session<'_>, s => s.tx());

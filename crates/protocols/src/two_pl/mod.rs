@@ -55,11 +55,11 @@ use granary_api::{
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
 
 use crate::catalog::Catalog;
-use crate::limits::{check_bounds, check_key, check_value};
 use crate::reclaim::Pin;
 use crate::scan::Batch;
 use crate::sync::Backoff;
 use crate::value;
+use granary_api::limits::{check_bounds, check_key, check_value};
 use lock::{Mode, RowLock};
 
 /// What a conflict does.
@@ -401,16 +401,11 @@ impl Runner {
                 }
             }
         };
+        self.stats.count(&r);
         match &r {
-            Ok(Ok(_)) => {
-                self.stats.commits += 1;
-                self.backoff.reset();
-            }
-            Ok(Err(reason)) => {
-                self.stats.aborts[reason.index()] += 1;
-                self.backoff.after_abort();
-            }
-            Err(_) => self.stats.failures += 1,
+            Ok(Ok(_)) => self.backoff.reset(),
+            Ok(Err(_)) => self.backoff.after_abort(),
+            Err(_) => {}
         }
         r
     }
@@ -460,54 +455,7 @@ impl InteractiveTx for Session<'_> {
     }
 }
 
-impl Tx for Session<'_> {
-    fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
-        self.tx.get(t, key)
-    }
-
-    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.tx.put(t, key, value)
-    }
-
-    fn update<R>(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<Option<R>, TxError> {
-        self.tx.update(t, key, f)
-    }
-
-    fn update_field<R>(
-        &mut self,
-        t: TableId,
-        key: &[u8],
-        field: Range<usize>,
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<Option<R>, TxError> {
-        self.tx.update_field(t, key, field, f)
-    }
-
-    fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
-        self.tx.insert(t, key, value)
-    }
-
-    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
-        self.tx.delete(t, key)
-    }
-
-    fn scan<F: FnMut(&[u8], &[u8]) -> bool>(
-        &mut self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        limit: usize,
-        reverse: bool,
-        f: F,
-    ) -> Result<(), TxError> {
-        self.tx.scan(t, lo, hi, limit, reverse, f)
-    }
-}
+granary_api::forward_tx!(Session<'_>, s => &mut s.tx);
 
 impl TxRunner for Runner {
     type Tx<'a> = Txn<'a>;

@@ -14,9 +14,8 @@ use granary_api::Engine;
 use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
 use serde::Serialize;
 
-use crate::protocol::{
-    check_all, with_engine, EngineOptions, Isolation, Kv, Protocol, WorkloadInfo,
-};
+use crate::designs::{EngineOptions, Kv};
+use crate::protocol::{check_all, with_engine, Isolation, Protocol, WorkloadInfo};
 use crate::report::{progress, progress_with_status};
 
 /// A protocol's database with its workload loaded (the engine's type
@@ -75,7 +74,7 @@ impl<E: Engine + 'static, W: Workload> Loaded for Db<E, W> {
 
     fn print_logging(&self) {
         if let Some(db) = (&self.db as &dyn Any).downcast_ref::<Database>() {
-            crate::bench::print_logging(db);
+            crate::designs::print_logging(db);
         }
     }
 
