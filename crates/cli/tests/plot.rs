@@ -178,7 +178,7 @@ fn contention_against_a_named_field() {
         &out,
         "contention",
         &[
-            "remote_item_pct (%)",
+            "remote-item-pct (%)",
             "throughput (txn/s)",
             "aborts (aborts/s)",
         ],
@@ -332,9 +332,9 @@ fn two_values_of_a_knob_are_bars() {
         &out,
         "contention",
         &[
-            "tpcc: throughput at each remote_item_pct",
-            "remote_item_pct = 1",
-            "remote_item_pct = 50",
+            "tpcc: throughput at each remote-item-pct",
+            "remote-item-pct = 1",
+            "remote-item-pct = 50",
         ],
     );
     let svg = std::fs::read_to_string(out.join("contention.svg")).unwrap();

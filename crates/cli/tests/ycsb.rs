@@ -169,29 +169,45 @@ fn bad_flags_are_refused() {
     }
 }
 
-#[test]
-fn checkpoints_are_placed_in_the_measured_period() {
-    let dir = scratch("checkpoints");
-    let db = dir.join("db");
-    let json = dir.join("ycsb.json");
-    let o = granary(&[
+/// `bench ycsb` on 2 threads and 5,000 keys, durable in `db`, for
+/// `seconds` after a 0.1 s warm-up, with `extra` flags; its JSON to
+/// `json`.
+fn durable_ycsb(
+    db: &std::path::Path,
+    json: &std::path::Path,
+    seconds: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
         "bench",
         "ycsb",
         "--threads",
         "2",
         "--seconds",
-        "2",
+        seconds,
         "--warmup",
         "0.1",
         "--keys",
         "5000",
         "--durable",
         db.to_str().unwrap(),
-        "--checkpoint-interval",
-        "0.3",
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    granary(&args)
+}
+
+#[test]
+fn checkpoints_are_placed_in_the_measured_period() {
+    let dir = scratch("checkpoints");
+    let json = dir.join("ycsb.json");
+    let o = durable_ycsb(
+        &dir.join("db"),
+        &json,
+        "2",
+        &["--checkpoint-interval", "0.3"],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(
@@ -224,8 +240,6 @@ fn checkpoints_are_placed_in_the_measured_period() {
         "0",
         "--keys",
         "1000",
-        "--json",
-        json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!text(&o.stdout).contains("checkpoints in the measured period"));
@@ -237,22 +251,7 @@ fn durable_run_logs_reports_and_recovers() {
     let dir = scratch("durable");
     let db = dir.join("db");
     let json = dir.join("ycsb.json");
-    let o = granary(&[
-        "bench",
-        "ycsb",
-        "--threads",
-        "2",
-        "--seconds",
-        "0.5",
-        "--warmup",
-        "0.1",
-        "--keys",
-        "5000",
-        "--durable",
-        db.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let o = durable_ycsb(&db, &json, "0.5", &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(out.contains("durable commit latency µs: p50 "), "{out}");

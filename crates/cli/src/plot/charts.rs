@@ -119,11 +119,11 @@ pub fn contention(runs: &[Run], x: Option<&str>) -> Result<Built, Unbuilt> {
         });
     // Knobs swept over decades (customers, keys) read better on a log axis.
     let x_log = lo > 0.0 && hi / lo >= 100.0;
-    let short = short_name(&path);
-    let x_desc = if short.ends_with("_pct") {
+    let short = flag_name(&path);
+    let x_desc = if short.ends_with("-pct") {
         format!("{short} (%)")
     } else {
-        short.to_string()
+        short.clone()
     };
     // Two values of the knob are two points, not a trend: grouped bars,
     // a group per value, a bar per series.
