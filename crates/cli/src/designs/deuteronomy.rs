@@ -216,7 +216,7 @@ impl EngineOptions<'_> {
         &self,
         _durable: Option<&std::path::Path>,
     ) -> Result<granary_protocols::deuteronomy::dc::MemoryDc, String> {
-        Err(crate::designs::NO_ETCD.to_string())
+        Err(NO_ETCD.to_string())
     }
 }
 

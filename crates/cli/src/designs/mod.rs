@@ -16,7 +16,7 @@ pub mod durable;
 pub mod silo;
 
 pub use bohm::BohmArgs;
-pub use deuteronomy::{Dc, TcArgs, NO_ETCD};
+pub use deuteronomy::{Dc, TcArgs};
 pub(crate) use durable::print_durability;
 pub use durable::DurableArgs;
 pub(crate) use silo::print_logging;

@@ -231,10 +231,16 @@ pub fn timeseries(runs: &[Run]) -> Result<Built, Unbuilt> {
                 .map(|(s, &n)| (f64::from(s), n))
                 .collect();
             let checkpoints = p.detail.as_ref().map_or(&[][..], |d| &d.checkpoints_s);
+            // A line of one point draws nothing: mark short series' points.
+            let markers = if line.len() < 3 {
+                line.clone()
+            } else {
+                Vec::new()
+            };
             Series {
                 label,
                 line,
-                markers: Vec::new(),
+                markers,
                 spans: Some(Spans {
                     what: "checkpoints".into(),
                     ranges: checkpoints.to_vec(),

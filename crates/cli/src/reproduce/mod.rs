@@ -558,6 +558,29 @@ fn series_names(experiment: &str) -> Vec<(String, String)> {
             ("tpcc silo durable=none", "MemSilo"),
             ("tpcc silo durable=yes", "SiloR (logging)"),
         ],
+        "silo-fig8" => &[
+            ("tpcc partitioned", "Partitioned-Store"),
+            ("tpcc silo", "MemSilo"),
+        ],
+        "silo-fig9" => &[
+            ("tpcc partitioned fast-ids=false", "Partitioned-Store"),
+            ("tpcc silo fast-ids=false", "MemSilo"),
+            ("tpcc silo fast-ids=true", "MemSilo+FastIds"),
+        ],
+        "deuteronomy-fig9" => &[
+            (
+                "ycsb-mix deuteronomy tc-hard-versions=130000 tc-soft-versions=110000",
+                "GC at watermarks 1.1× and 1.3× the keys",
+            ),
+            (
+                "ycsb-mix deuteronomy tc-hard-versions=1300000 tc-soft-versions=1100000",
+                "GC at watermarks 1.1× and 1.3× the keys",
+            ),
+            (
+                "ycsb-mix deuteronomy tc-hard-versions=1099511627776 tc-soft-versions=1099511627776",
+                "no GC",
+            ),
+        ],
         "silor-fig1" => &[
             ("ycsb-mix silo durable=none", "MemSilo"),
             ("ycsb-mix silo durable=yes", "SiloR (logging, checkpoints)"),

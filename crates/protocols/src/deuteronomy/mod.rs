@@ -41,6 +41,8 @@ pub(crate) mod read_cache;
 pub mod dc;
 pub mod disk;
 mod logfile;
+/// The recovery log's record layout.
+mod logrec;
 mod proxy;
 mod recover;
 pub mod tc;

@@ -41,7 +41,8 @@ use std::sync::Mutex;
 use super::dc::Op;
 use super::log::Lsn;
 use super::logfile::LogFile;
-use super::tc::{Shared, ABORT, COMMIT, DELETED, HEADER, OUTCOME, VERSION};
+use super::logrec::{kind_and_ts, VersionHeader, ABORT, COMMIT, HEADER, OUTCOME, VERSION};
+use super::tc::Shared;
 
 /// The most operations per DC batch (a disk DC's batch is a write
 /// transaction: the larger, the cheaper per operation).
@@ -266,20 +267,16 @@ fn scan(st: &mut State, seq: u64, bytes: &[u8]) {
     let mut at = 0usize;
     while at < bytes.len() {
         let lsn = (seq << 32) | at as u64;
-        let kind = bytes[at];
-        let ts = u64::from_le_bytes(bytes[at + 1..at + 9].try_into().expect("8 bytes"));
+        let (kind, ts) = kind_and_ts(&bytes[at..]);
         match kind {
             VERSION => {
-                let h = &bytes[at..at + HEADER];
-                let klen = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes")) as usize;
-                let vlen = u32::from_le_bytes(h[17..21].try_into().expect("4 bytes"));
-                let vlen = if vlen == DELETED { 0 } else { vlen as usize };
+                let h = VersionHeader::parse(&bytes[at..at + HEADER]);
                 let ops = st.undecided.entry(ts).or_default();
                 if ops.is_empty() {
                     st.firsts.insert(lsn, ts);
                 }
                 ops.push(lsn);
-                at += HEADER + klen + vlen;
+                at += h.record_len();
             }
             COMMIT | ABORT => {
                 if let Some(ops) = st.undecided.remove(&ts) {
@@ -347,19 +344,16 @@ fn op(s: &Shared, lsn: Lsn) -> Op<'_> {
     // SAFETY: a scanned record, in a buffer the TC Proxy has not recycled
     // (it is not below O-LSN while this operation waits); only the TC
     // Proxy recycles, so the slice outlives this batch.
-    let h = unsafe { s.log.slice(lsn, HEADER as u32) }.expect("held buffer");
-    let table = u32::from_le_bytes(h[9..13].try_into().expect("4 bytes"));
-    let klen = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes"));
-    let vlen = u32::from_le_bytes(h[17..21].try_into().expect("4 bytes"));
+    let h = VersionHeader::parse(unsafe { s.log.slice(lsn, HEADER as u32) }.expect("held buffer"));
     let at = lsn + HEADER as u64;
     // SAFETY: as above.
-    let key = unsafe { s.log.slice(at, klen) }.expect("held buffer");
-    let value = (vlen != DELETED).then(|| {
+    let key = unsafe { s.log.slice(at, h.klen) }.expect("held buffer");
+    let value = (!h.deleted()).then(|| {
         // SAFETY: as above.
-        unsafe { s.log.slice(at + u64::from(klen), vlen) }.expect("held buffer")
+        unsafe { s.log.slice(at + u64::from(h.klen), h.vlen) }.expect("held buffer")
     });
     Op {
-        table,
+        table: h.table,
         key,
         value,
         lsn,

@@ -17,7 +17,25 @@ use granary_api::Error;
 use super::dc::{DataComponent, Op};
 use super::log::Lsn;
 use super::logfile;
-use super::tc::{Recovery, ABORT, COMMIT, DELETED, HEADER, OUTCOME, VERSION};
+use super::logrec::{kind_and_ts, VersionHeader, ABORT, COMMIT, HEADER, OUTCOME, VERSION};
+
+/// What recovery found and did ([`Tc::open`](super::tc::Tc::open)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The redo scan start point: the DC's last checkpoint.
+    pub from_lsn: Lsn,
+    /// Log buffers read, and their bytes.
+    pub buffers: u64,
+    pub bytes: u64,
+    /// Committed transactions, and their operations, applied to the DC.
+    pub transactions: u64,
+    pub operations: u64,
+    /// Transactions in the log without a commit record (never
+    /// acknowledged): discarded, as are aborted ones.
+    pub discarded: u64,
+    /// A torn last write was cut off the log (never acknowledged).
+    pub torn_tail: bool,
+}
 
 /// An operation copied out of a log buffer (the buffer is gone by the
 /// time its commit record arrives, maybe).
@@ -78,25 +96,24 @@ pub(super) fn replay(
             let Some(head) = bytes.get(at..at + OUTCOME) else {
                 return Err(corrupt("cut short"));
             };
-            let ts = u64::from_le_bytes(head[1..9].try_into().expect("8 bytes"));
-            match head[0] {
+            let (kind, ts) = kind_and_ts(head);
+            match kind {
                 VERSION => {
-                    let h = bytes
-                        .get(at..at + HEADER)
-                        .ok_or_else(|| corrupt("cut short"))?;
-                    let table = u32::from_le_bytes(h[9..13].try_into().expect("4 bytes"));
-                    let klen = u32::from_le_bytes(h[13..17].try_into().expect("4 bytes")) as usize;
-                    let vlen = u32::from_le_bytes(h[17..21].try_into().expect("4 bytes"));
-                    let vl = if vlen == DELETED { 0 } else { vlen as usize };
+                    let h = VersionHeader::parse(
+                        bytes
+                            .get(at..at + HEADER)
+                            .ok_or_else(|| corrupt("cut short"))?,
+                    );
+                    let klen = h.klen as usize;
                     let body = bytes
-                        .get(at + HEADER..at + HEADER + klen + vl)
+                        .get(at + HEADER..at + h.record_len())
                         .ok_or_else(|| corrupt("cut short"))?;
                     // Below the RSSP: applied, or aborted.
                     if lsn >= rssp {
                         let op = Owned {
-                            table,
+                            table: h.table,
                             key: body[..klen].to_vec(),
-                            value: (vlen != DELETED).then(|| body[klen..].to_vec()),
+                            value: (!h.deleted()).then(|| body[klen..].to_vec()),
                             lsn,
                         };
                         match uncommitted {
@@ -104,7 +121,7 @@ pub(super) fn replay(
                             false => undecided.entry(ts).or_default().push(op),
                         }
                     }
-                    at += HEADER + klen + vl;
+                    at += h.record_len();
                 }
                 COMMIT => {
                     if let Some(ops) = undecided.remove(&ts) {

@@ -81,25 +81,16 @@ use granary_api::{AbortReason, Engine, Error, Stats, TableId, Tx, TxError, TxRun
 use super::dc::{DataComponent, MemoryDc};
 use super::log::{Log, Lsn};
 use super::logfile::LogFile;
+use super::logrec::{self, VersionHeader, HEADER};
 use super::read_cache::ReadCache;
 use super::record::{Seen, Version, ABORTED, COMMITTED};
+pub use super::recover::Recovery;
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
 use crate::reclaim::{retire_all, Pin};
 use crate::sync::{backoff, AtomicU64, Ordering};
 use granary_api::limits::{check_bounds, check_key, check_value};
 use granary_index::Tree;
-
-/// Record kinds.
-pub(super) const VERSION: u8 = 1;
-pub(super) const COMMIT: u8 = 2;
-pub(super) const ABORT: u8 = 3;
-/// A version record's header: kind, ts, table, key length, value length.
-pub(super) const HEADER: usize = 1 + 8 + 4 + 4 + 4;
-/// An outcome record: kind, ts.
-pub(super) const OUTCOME: usize = 1 + 8;
-/// The value length of a deletion.
-pub(super) const DELETED: u32 = u32::MAX;
 
 /// The most runners at once (slots of the transaction table).
 const MAX_RUNNERS: usize = 1024;
@@ -350,24 +341,6 @@ struct Opened {
     /// The first log buffer it writes.
     start_seq: u64,
     lock: std::fs::File,
-}
-
-/// What recovery found and did ([`Tc::open`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recovery {
-    /// The redo scan start point: the DC's last checkpoint.
-    pub from_lsn: Lsn,
-    /// Log buffers read, and their bytes.
-    pub buffers: u64,
-    pub bytes: u64,
-    /// Committed transactions, and their operations, applied to the DC.
-    pub transactions: u64,
-    pub operations: u64,
-    /// Transactions in the log without a commit record (never
-    /// acknowledged): discarded, as are aborted ones.
-    pub discarded: u64,
-    /// A torn last write was cut off the log (never acknowledged).
-    pub torn_tail: bool,
 }
 
 const TABLES: &str = "tables";
@@ -1099,13 +1072,7 @@ impl<'a> Txn<'a> {
         let item = self.item(t, key)?;
         let mut r = std::mem::take(self.record);
         r.clear();
-        r.push(VERSION);
-        r.extend_from_slice(&self.ts.to_le_bytes());
-        r.extend_from_slice(&t.index().to_le_bytes());
-        r.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        r.extend_from_slice(&value.map_or(DELETED, |v| v.len() as u32).to_le_bytes());
-        r.extend_from_slice(key);
-        r.extend_from_slice(value.unwrap_or_default());
+        logrec::push_version(&mut r, self.ts, t.index(), key, value);
         let lsn = self.append(&r);
         *self.record = r;
         let lsn = lsn?;
@@ -1139,15 +1106,13 @@ impl<'a> Txn<'a> {
 fn from_log(log: &Log, lsn: Lsn) -> Option<Option<&[u8]>> {
     // SAFETY: a published version's record was appended before it; the
     // caller is pinned, so a buffer found stays.
-    let header = unsafe { log.slice(lsn, HEADER as u32) }?;
-    let klen = u32::from_le_bytes(header[13..17].try_into().expect("4 bytes"));
-    let vlen = u32::from_le_bytes(header[17..21].try_into().expect("4 bytes"));
-    if vlen == DELETED {
+    let h = VersionHeader::parse(unsafe { log.slice(lsn, HEADER as u32) }?);
+    if h.deleted() {
         return Some(None);
     }
-    let at = lsn + HEADER as u64 + u64::from(klen);
+    let at = lsn + HEADER as u64 + u64::from(h.klen);
     // SAFETY: as above.
-    unsafe { log.slice(at, vlen) }.map(Some)
+    unsafe { log.slice(at, h.vlen) }.map(Some)
 }
 
 impl Tx for Txn<'_> {
@@ -1443,8 +1408,7 @@ impl Txn<'_> {
             // a buffer; acknowledged (`durable_token`) once that buffer is
             // stable.
             record.clear();
-            record.push(if state == COMMITTED { COMMIT } else { ABORT });
-            record.extend_from_slice(&ts.to_le_bytes());
+            logrec::push_outcome(record, state == COMMITTED, ts);
             outcome = s.log.append_forced(record).map(|l| commit_lsn = l);
         }
         let state = if outcome.is_err() { ABORTED } else { state };
