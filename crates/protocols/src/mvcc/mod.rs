@@ -146,7 +146,21 @@ impl Mvcc {
             tables: Catalog::default(),
             point_index,
             dense_keys: 0,
+            #[cfg(feature = "mutant")]
+            mutant_skip_validation: false,
         }))
+    }
+
+    /// Hekaton with a deliberate bug: it records reads and scanned leaves
+    /// as the serializable scheme does, but skips their validation at
+    /// commit, so it gives snapshot isolation while claiming
+    /// serializability. NOT serializable: test-only `mutant` builds, for
+    /// the checker to catch (write skew).
+    #[cfg(feature = "mutant")]
+    pub fn mutant_skipping_validation() -> Mvcc {
+        let mut m = Self::build(Isolation::Serializable, false);
+        Arc::get_mut(&mut m.0).expect("new").mutant_skip_validation = true;
+        m
     }
 }
 

@@ -48,6 +48,10 @@ pub(super) struct Shared {
     /// Every table keeps array chains for at least this many keys
     /// ([`Mvcc::with_dense_keys`]).
     pub(super) dense_keys: u64,
+    /// The mutant ([`Mvcc::mutant_skipping_validation`]): serializable in
+    /// everything but the commit-time validation, which it skips.
+    #[cfg(feature = "mutant")]
+    pub(super) mutant_skip_validation: bool,
 }
 
 impl Drop for Shared {

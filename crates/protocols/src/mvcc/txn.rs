@@ -429,7 +429,11 @@ impl<'r> Txn<'r> {
         let e = db.clock.fetch_add(1, Ordering::SeqCst);
         s.end.store(e, Ordering::SeqCst);
         let mut r = Ok(e);
-        if db.isolation == Isolation::Serializable {
+        #[cfg(feature = "mutant")]
+        let validates = !db.mutant_skip_validation;
+        #[cfg(not(feature = "mutant"))]
+        let validates = true;
+        if db.isolation == Isolation::Serializable && validates {
             r = self.validate(e).map(|()| e);
         }
         // Hekaton §3.2: a transaction with commit dependencies waits for
