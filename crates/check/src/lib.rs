@@ -62,7 +62,7 @@
 //! Passes 1–3 take time linear in the history (plus sorts); the cycle
 //! searches are bounded per SCC (see `cycles.rs`). A million transactions
 //! with about 5.6 million operations check in about two seconds in a
-//! release build on a 2-core VM (`tests/perf.rs`).
+//! release build on a 2-core VM (`tests/integration/perf.rs`).
 //!
 //! ```
 //! use granary_check::{check, AnomalyKind, History, Level, Op, Txn};

@@ -1,8 +1,8 @@
 //! `granary bench ycsb` end to end: its flags, its printed lines and the
 //! JSON keys scripts rely on (`.ci/run`, docs/BENCHMARKS.md).
 
-mod common;
-use common::{granary, number, text};
+use crate::common;
+use crate::common::{granary, number, text};
 
 use std::path::PathBuf;
 

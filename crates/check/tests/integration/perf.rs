@@ -2,13 +2,11 @@
 //! default (it needs a release build to mean anything):
 //!
 //! ```sh
-//! cargo test -p granary-check --release --test perf -- --ignored --nocapture
+//! cargo test -p granary-check --release --test integration perf:: -- --ignored --nocapture
 //! ```
 
-mod support;
-
+use crate::support::{seed, serial_history, Gen, Rng};
 use granary_check::{check, Level};
-use support::{seed, serial_history, Gen, Rng};
 
 #[test]
 #[ignore = "slow: run with --release -- --ignored --nocapture"]

@@ -2,8 +2,7 @@
 //! hand; then contended multi-threaded runs through the driver, after
 //! which no money may have appeared or vanished.
 
-mod common;
-use common::seed;
+use crate::common::seed;
 
 use std::time::Duration;
 

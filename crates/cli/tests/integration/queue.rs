@@ -1,8 +1,7 @@
 //! `granary bench queue` end to end: its memory line and series, and its
 //! refusals.
 
-mod common;
-use common::{granary, scratch, text};
+use crate::common::{granary, scratch, text};
 
 #[test]
 fn a_run_reports_memory_each_second_and_keeps_its_queues() {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use granary::{Database, Error, Options};
 
-mod common;
-use common::TempDir;
+use crate::common::TempDir;
 
 fn opts() -> Options {
     Options::default()

@@ -2,8 +2,7 @@
 //! threads and must leave the consistency conditions (clause 3.3.2) intact;
 //! and the checks themselves must catch a planted inconsistency.
 
-mod common;
-use common::seed;
+use crate::common::seed;
 
 use std::time::Duration;
 

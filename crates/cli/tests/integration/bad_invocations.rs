@@ -3,8 +3,8 @@
 //! wrong in the words a user typed. One row per invocation; a changed
 //! message or a flag that starts being ignored fails here.
 
-mod common;
-use common::text;
+use crate::common;
+use crate::common::text;
 
 use std::process::Command;
 

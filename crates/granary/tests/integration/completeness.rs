@@ -9,14 +9,14 @@
 //! the serial order (the bank total holds and each worker's receipts have
 //! no holes), which then opens strictly, or fails naming the file too.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Rng, TempDir};
+use crate::common::{Rng, TempDir};
 use granary::{Database, Error, Options, RecoveryMode};
 
 const ACCOUNTS: u64 = 64;

@@ -1,9 +1,7 @@
 //! Snapshot semantics at epoch boundaries, and the on-demand version window
 //! switching on and off under load.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use granary::{Database, Options, TxError};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! `granary plot` end to end: synthetic result files in, PNG and SVG out.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -6,7 +6,7 @@
 //! path through one of its re-exports (`crate::Database`) counts as a path
 //! to the module it re-exports from.
 //!
-//! `cargo test -p granary --test layering -- --nocapture` prints the
+//! `cargo test -p granary --test integration layering:: -- --nocapture` prints the
 //! graph, top layer first (the table in ARCHITECTURE.md).
 
 use std::collections::{BTreeMap, BTreeSet};

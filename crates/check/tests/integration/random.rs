@@ -2,13 +2,11 @@
 //! anomalies must be found. Every test prints its seed; replay one with
 //! `GRANARY_SEED=<seed>`.
 
-mod support;
-
 use std::collections::HashMap;
 
+use crate::support::{seed, serial_history, Gen, Rng};
 use granary_check::{check, AnomalyKind, History, Level, Op, Txn};
 use proptest::prelude::*;
-use support::{seed, serial_history, Gen, Rng};
 
 /// Debug builds run the randomized tests on smaller histories.
 const SCALE: usize = if cfg!(debug_assertions) { 1 } else { 5 };

@@ -70,7 +70,7 @@ conformance_tests! {
 /// pipeline held: those tests check that path (versions installed and
 /// undone by a closure, scans, deletes). The recorded histories
 /// (`history_*`) are procedures, planned and run by the pipeline, as are
-/// `tests/bohm.rs` and `tests/checked.rs`.
+/// `tests/integration/bohm.rs` and `tests/checked.rs`.
 fn bohm() -> granary_protocols::bohm::Bohm {
     granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config::default()).expect("bohm")
 }

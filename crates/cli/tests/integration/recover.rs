@@ -4,8 +4,8 @@
 //! salvage recovers a copy that opens strictly, reports the epochs lost,
 //! and leaves the original untouched.
 
-mod common;
-use common::{granary, text};
+use crate::common;
+use crate::common::{granary, text};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

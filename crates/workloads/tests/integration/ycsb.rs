@@ -2,8 +2,7 @@
 //! keys within a transaction are distinct; bad names and overrides are
 //! refused with a clear message.
 
-mod common;
-use common::seed;
+use crate::common::seed;
 
 use std::ops::Bound;
 use std::time::Duration;

@@ -8,8 +8,7 @@
 //! 0.9–0.99, computed from the closed form). The bounds below allow that
 //! and sampling noise, no more.
 
-mod common;
-use common::seed;
+use crate::common::seed;
 
 use granary_workloads::rng::Rng;
 use granary_workloads::zipf::{fnv1a64, theta_for_hot_set, Zipf};

@@ -4,8 +4,8 @@
 //! from the binary (a renamed flag, a verb that moved) fails here.
 //! `granary --version` must name the commit and the profile.
 
-mod common;
-use common::{granary, text};
+use crate::common;
+use crate::common::{granary, text};
 
 use std::path::Path;
 use std::process::Command;

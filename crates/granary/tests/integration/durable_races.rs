@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use granary::{Database, Options};
 
-mod common;
-use common::TempDir;
+use crate::common::TempDir;
 
 /// Run `f` on a thread; fail (instead of hanging) if it takes too long.
 fn within(limit: Duration, what: &str, f: impl FnOnce() + Send + 'static) {

@@ -44,8 +44,7 @@
 //! (default 10; 1 is the spec's population). On failure the directory is
 //! kept and its path printed.
 
-mod common;
-use common::{seed, stress};
+use crate::common::{seed, stress};
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -1105,7 +1104,12 @@ struct Outcome {
 fn run_child(dir: &Path, p: &Params, plan: &Kill, stderr: &Path) -> Result<Outcome, String> {
     let exe = std::env::current_exe().expect("current exe");
     let mut child = Command::new(exe)
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash::child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR, dir)
         .env(CHILD_PARAMS, p.encode())
         .stdin(Stdio::null())

@@ -4,7 +4,7 @@
 //! (serializability alone does not require it, so this is Silo's own
 //! test; the conformance suite checks phantoms on every design).
 
-mod common;
+use crate::common;
 
 use std::ops::Bound;
 

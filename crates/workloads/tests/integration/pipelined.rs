@@ -6,8 +6,7 @@
 //! every procedure must come back, including those still in flight when
 //! the run stops.
 
-mod common;
-use common::seed;
+use crate::common::seed;
 
 use std::any::Any;
 use std::collections::VecDeque;

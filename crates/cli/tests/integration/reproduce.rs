@@ -2,9 +2,9 @@
 //! structure checked (every listed experiment present, plots real PNGs of
 //! the charts' size and embedded in the HTML, numbers parseable).
 
-mod common;
+use crate::common;
 
-use common::{granary, scratch, text};
+use crate::common::{granary, scratch, text};
 
 /// The size `granary plot` draws a one-panel chart at.
 const CHART: (u32, u32) = (1200, 680);

@@ -1,8 +1,8 @@
 //! `granary bench tpcc` end to end: what its errors name, and its loading
 //! progress.
 
-mod common;
-use common::granary;
+use crate::common;
+use crate::common::granary;
 
 use std::process::Output;
 
