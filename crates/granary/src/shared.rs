@@ -133,7 +133,7 @@ impl Drop for Shared {
 pub(crate) struct Owner {
     pub shared: Arc<Shared>,
     /// The directory lock, released last.
-    pub lock: Mutex<Option<std::fs::File>>,
+    pub lock: Mutex<Option<granary_storage::fs::DirLock>>,
 }
 
 impl Drop for Owner {

@@ -133,6 +133,8 @@ const ALL_POINTS: &[&str] = &[
     "voids-write",
     "voids-fsync",
     "init-write",
+    "dir-create",
+    "dir-create-fsync",
 ];
 
 /// Runs cases in isolation: a failing case is recorded (and every
@@ -972,7 +974,21 @@ fn open_time_failpoints_fail_open_and_lose_nothing() {
             );
         }
     }
-    // A new directory.
+    // A new directory: creating it (and syncing its parent), then
+    // initializing it.
+    for point in ["dir-create", "dir-create-fsync"] {
+        let ctx = format!("new directory, {point} failing at hit 1");
+        cases.case(&ctx.clone(), || {
+            let base = TempDir::new(&format!("create-{point}"));
+            let dir = base.path().join("db");
+            let m = Mutex::new(Model::default());
+            open_fails(&dir, 1, point, 1, &ctx);
+            let db = reopen_verify(&dir, 1, &m, &ctx);
+            assert!(db.tables().is_empty(), "{ctx}");
+            setup(&db, &m);
+            keep_going(db, &dir, 1, seed, &m, &ctx);
+        });
+    }
     for point in ["init-write", "dir-fsync"] {
         let ctx = format!("new directory, {point} failing at hit 1");
         cases.case(&ctx.clone(), || {
@@ -1100,6 +1116,8 @@ const DIRTY: &[&str] = &[
     "voids-write",
     "voids-fsync",
     "init-write",
+    "dir-create",
+    "dir-create-fsync",
 ];
 
 #[test]
@@ -1377,9 +1395,12 @@ fn checkpoint_in_flight_stops_at_poison() {
 #[test]
 fn every_failpoint_is_exercised() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/durable");
+    // And the storage layer's, which the engine's files pass through.
+    let storage = Path::new(env!("CARGO_MANIFEST_DIR")).join("../storage/src/fs.rs");
     let mut in_source = BTreeSet::new();
-    for e in std::fs::read_dir(&src).unwrap().flatten() {
-        let text = std::fs::read_to_string(e.path()).unwrap();
+    let files = std::fs::read_dir(&src).unwrap().flatten().map(|e| e.path());
+    for path in files.chain([storage]) {
+        let text = std::fs::read_to_string(path).unwrap();
         for part in text.split("fp(\"").skip(1) {
             in_source.insert(part.split('"').next().unwrap().to_string());
         }

@@ -17,12 +17,13 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Rng, TempDir};
+use granary::durable::crashsim::model::Disk;
 use granary::durable::crashsim::{self, Op};
 use granary::{Database, Options};
 
@@ -43,148 +44,6 @@ fn opts() -> Options {
 
 fn mark(worker: u64, seq: u64) -> u64 {
     (worker << 32) | seq
-}
-
-// ------------------------------------------------------------ the model
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Node {
-    File(usize),
-    Dir,
-}
-
-#[derive(Default)]
-struct Inode {
-    written: Vec<u8>,
-    durable: Vec<u8>,
-}
-
-/// Two images of a directory tree: the names and bytes as written, and
-/// what a power cut would leave: bytes as of the file's last completed
-/// fsync, names as of their directory's last completed fsync.
-struct Disk {
-    root: PathBuf,
-    inodes: Vec<Inode>,
-    written: BTreeMap<PathBuf, Node>,
-    durable: BTreeMap<PathBuf, Node>,
-}
-
-impl Disk {
-    fn new(root: &Path) -> Disk {
-        let mut d = Disk {
-            root: root.to_path_buf(),
-            inodes: Vec::new(),
-            written: BTreeMap::new(),
-            durable: BTreeMap::new(),
-        };
-        d.written.insert(root.to_path_buf(), Node::Dir);
-        d.durable.insert(root.to_path_buf(), Node::Dir);
-        d
-    }
-
-    fn inode(&mut self, p: &Path) -> &mut Inode {
-        match self.written.get(p) {
-            Some(Node::File(i)) => &mut self.inodes[*i],
-            other => panic!("{} is {other:?}, not a file", p.display()),
-        }
-    }
-
-    /// Apply `op`; true if it is a sync point.
-    fn apply(&mut self, op: &Op) -> bool {
-        match op {
-            Op::Create { path, truncate } => match self.written.get(path) {
-                Some(Node::File(i)) => {
-                    if *truncate {
-                        self.inodes[*i].written.clear();
-                    }
-                }
-                _ => {
-                    self.inodes.push(Inode::default());
-                    let i = self.inodes.len() - 1;
-                    self.written.insert(path.clone(), Node::File(i));
-                }
-            },
-            Op::Write { path, at, bytes } => {
-                let f = &mut self.inode(path).written;
-                let end = *at as usize + bytes.len();
-                if f.len() < end {
-                    f.resize(end, 0);
-                }
-                f[*at as usize..end].copy_from_slice(bytes);
-            }
-            Op::SetLen { path, len } => self.inode(path).written.resize(*len as usize, 0),
-            Op::Sync { path } => {
-                let f = self.inode(path);
-                f.durable = f.written.clone();
-                return true;
-            }
-            Op::Rename { from, to } => {
-                let moved: Vec<(PathBuf, Node)> = self
-                    .written
-                    .range(from.clone()..)
-                    .take_while(|(p, _)| p.starts_with(from))
-                    .map(|(p, n)| (p.clone(), *n))
-                    .collect();
-                assert!(!moved.is_empty(), "rename of missing {}", from.display());
-                for (p, n) in moved {
-                    self.written.remove(&p);
-                    let rest = p.strip_prefix(from).expect("under from");
-                    let dest = if rest.as_os_str().is_empty() {
-                        to.clone()
-                    } else {
-                        to.join(rest)
-                    };
-                    self.written.insert(dest, n);
-                }
-            }
-            Op::Remove { path } => {
-                self.written.remove(path);
-            }
-            Op::RemoveAll { path } => {
-                self.written.retain(|p, _| !p.starts_with(path));
-            }
-            Op::MakeDir { path } => {
-                self.written.entry(path.clone()).or_insert(Node::Dir);
-            }
-            Op::SyncDir { path } => {
-                let child = |p: &Path| p.parent() == Some(path.as_path());
-                self.durable.retain(|p, _| !child(p));
-                for (p, n) in &self.written {
-                    if child(p) {
-                        self.durable.insert(p.clone(), *n);
-                    }
-                }
-                return true;
-            }
-            Op::Mark(_) => {}
-        }
-        false
-    }
-
-    /// Write the durable image to `to`: every durable name whose
-    /// directories are durable too, with its file's durable bytes.
-    fn materialize(&self, to: &Path) {
-        let _ = std::fs::remove_dir_all(to);
-        std::fs::create_dir_all(to).unwrap();
-        for (p, n) in &self.durable {
-            let reachable = p
-                .ancestors()
-                .skip(1)
-                .take_while(|a| a.starts_with(&self.root) && *a != self.root)
-                .all(|a| self.durable.get(a) == Some(&Node::Dir));
-            if !reachable || p == &self.root {
-                continue;
-            }
-            let dest = to.join(p.strip_prefix(&self.root).expect("under root"));
-            match n {
-                Node::Dir => std::fs::create_dir_all(&dest).unwrap(),
-                Node::File(i) => {
-                    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-                    std::fs::write(&dest, &self.inodes[*i].durable).unwrap();
-                }
-            }
-        }
-    }
 }
 
 // ------------------------------------------------------------- the bank
@@ -259,9 +118,11 @@ fn check(db: &Database, acked: &BTreeSet<u64>, ctx: &str) {
 /// The journal is one per process: tests take turns.
 static JOURNAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// One journaled run; returns the journal.
-fn journaled_run(dir: &Path, seed: u64) -> Vec<Op> {
-    crashsim::arm(dir);
+/// One journaled run of a database in `root/db`, which the run creates;
+/// returns the journal of everything under `root`.
+fn journaled_run(root: &Path, seed: u64) -> Vec<Op> {
+    crashsim::arm(root);
+    let dir = &root.join("db");
     let mut next = vec![0; WORKERS as usize];
     {
         let db = Database::open(dir, opts()).unwrap();
@@ -297,11 +158,11 @@ fn journaled_run(dir: &Path, seed: u64) -> Vec<Op> {
     crashsim::disarm()
 }
 
-/// Replay `journal` (of a run in `dir`) against the model, crashing at
-/// every sync point and recovering a copy in `crash`; returns the number
-/// of sync points, or the first failure.
-fn replay(journal: &[Op], dir: &Path, crash: &Path, seed: u64) -> Result<usize, String> {
-    let mut disk = Disk::new(dir);
+/// Replay `journal` (of a run under `root`) against the model, crashing
+/// at every sync point and recovering a copy of `root/db` in `crash/db`;
+/// returns the number of sync points, or the first failure.
+fn replay(journal: &[Op], root: &Path, crash: &Path, seed: u64) -> Result<usize, String> {
+    let mut disk = Disk::new(root);
     let mut acked = BTreeSet::new();
     let mut points = 0;
     for (k, op) in journal.iter().enumerate() {
@@ -315,8 +176,8 @@ fn replay(journal: &[Op], dir: &Path, crash: &Path, seed: u64) -> Result<usize, 
         let ctx = format!("seed {seed}: power cut after operation {k} ({op:?})");
         let ctx = ctx.chars().take(300).collect::<String>();
         disk.materialize(crash);
-        let db =
-            Database::open(crash, opts()).map_err(|e| format!("{ctx}: recovery failed: {e}"))?;
+        let db = Database::open(crash.join("db"), opts())
+            .map_err(|e| format!("{ctx}: recovery failed: {e}"))?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&db, &acked, &ctx)))
             .map_err(|p| {
                 p.downcast_ref::<String>()
@@ -339,6 +200,14 @@ fn journal_stats(journal: &[Op]) -> (usize, usize) {
     (syncs, renames)
 }
 
+/// The journaled directory under `base`: the database's parent, so that
+/// creating the database directory is journaled too.
+fn journal_root(base: &TempDir) -> PathBuf {
+    let root = base.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    root.canonicalize().unwrap()
+}
+
 #[test]
 fn every_sync_point_recovers_what_was_acknowledged() {
     let _turn = JOURNAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -346,17 +215,15 @@ fn every_sync_point_recovers_what_was_acknowledged() {
     for round in 0..common::stress() {
         let seed = seed.wrapping_add(round);
         let base = TempDir::new("powerloss");
-        let dir = base.path().join("db");
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = dir.canonicalize().unwrap();
-        let journal = journaled_run(&dir, seed);
+        let root = journal_root(&base);
+        let journal = journaled_run(&root, seed);
         let (syncs, renames) = journal_stats(&journal);
         eprintln!(
             "round {round}: {} operations, {syncs} sync points, {renames} renames",
             journal.len()
         );
         assert!(renames >= 4, "no log rotation or checkpoint was journaled");
-        if let Err(e) = replay(&journal, &dir, &base.path().join("crash"), seed) {
+        if let Err(e) = replay(&journal, &root, &base.path().join("crash"), seed) {
             panic!("{e}");
         }
     }
@@ -369,15 +236,17 @@ fn every_sync_point_recovers_what_was_acknowledged() {
 fn mutants_that_skip_a_sync_are_caught() {
     let _turn = JOURNAL.lock().unwrap_or_else(|p| p.into_inner());
     let seed = common::seed("powerloss-mutants");
-    for m in [crashsim::Mutant::LogDirSync, crashsim::Mutant::LogFileSync] {
+    for m in [
+        crashsim::Mutant::LogDirSync,
+        crashsim::Mutant::LogFileSync,
+        crashsim::Mutant::NewDirSync,
+    ] {
         let base = TempDir::new("powerloss-mutant");
-        let dir = base.path().join("db");
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = dir.canonicalize().unwrap();
+        let root = journal_root(&base);
         crashsim::set_mutant(m);
-        let journal = journaled_run(&dir, seed);
+        let journal = journaled_run(&root, seed);
         crashsim::set_mutant(crashsim::Mutant::None);
-        match replay(&journal, &dir, &base.path().join("crash"), seed) {
+        match replay(&journal, &root, &base.path().join("crash"), seed) {
             Ok(n) => panic!("mutant {m:?} survived all {n} power cuts"),
             Err(e) => eprintln!("mutant {m:?} caught: {e}"),
         }

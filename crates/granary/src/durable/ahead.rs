@@ -26,10 +26,10 @@ use std::sync::Mutex;
 use std::thread::{Scope, ScopedJoinHandle};
 
 use super::abuf::{open_aligned, round_up, AlignedBuf};
-use super::files::fp;
 use super::format::{
     next_block, read_block_checked, BlockHeader, BlockRead, BLOCK_HEADER, IO_ALIGN,
 };
+use granary_storage::fs::fp;
 
 /// Bytes read per window (more for a block larger than this).
 const WINDOW: usize = 4 << 20;

@@ -21,14 +21,14 @@ use std::time::{Duration, Instant};
 use granary_api::TableId;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
-use super::crashsim;
-use super::files::{fp, remove_paced, sync_dir};
 use super::format::{self, Ledger, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
 use crate::error::Error;
 use crate::pin::ReadPin;
 use crate::record::Record;
 use crate::shared::Shared;
 use crate::worker::Worker;
+use granary_storage::crashsim;
+use granary_storage::fs::{fp, remove_paced, sync_dir};
 
 /// fsync a checkpoint file after this many bytes (SiloR §4.2).
 const SYNC_EVERY: u64 = 32 << 20;

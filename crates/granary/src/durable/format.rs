@@ -801,7 +801,7 @@ impl Manifest {
 
 pub const PEPOCH_FILE: &str = "pepoch";
 pub const CATALOG_FILE: &str = "tables";
-pub const LOCK_FILE: &str = "LOCK";
+pub use granary_storage::fs::LOCK_FILE;
 pub const CURRENT_LOG: &str = "data.log";
 pub const MANIFEST_FILE: &str = "MANIFEST";
 pub const VOIDS_FILE: &str = "voids";

@@ -46,8 +46,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
-use super::crashsim;
-use super::files::{fp, sync_dir, write_end};
+use super::files::write_end;
 use super::format::{
     self, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
 };
@@ -55,6 +54,8 @@ use super::recover::RecoveryStats;
 use crate::epoch::Epochs;
 use crate::error::Error;
 use crate::options::Options;
+use granary_storage::crashsim;
+use granary_storage::fs::{fp, sync_dir};
 
 /// Shared durability state of one open database: the loggers' and the
 /// checkpointer's, the table catalog, and what recovery found.

@@ -17,7 +17,6 @@
 mod abuf;
 mod ahead;
 pub mod checkpoint;
-pub mod crashsim;
 mod files;
 pub mod format;
 pub(crate) mod log;
@@ -26,7 +25,8 @@ pub mod recover;
 mod replay;
 
 pub use checkpoint::CheckpointStats;
-pub use files::DELETING_SUFFIX;
+pub use granary_storage::crashsim;
+pub use granary_storage::fs::DELETING_SUFFIX;
 pub use log::DurabilityStats;
 pub use recover::{
     scan, CheckpointInfo, DirInfo, LogFileInfo, Problem, RecoveryStats, SalvageReport,

@@ -3,13 +3,15 @@
 //! new engine, `recover`'s tidy), then starts durability and the periodic checkpointer. At the
 //! top of the engine: it drives everything below.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::files::{fp, sync_dir};
+use granary_storage::crashsim;
+use granary_storage::fs::{fp, sync_dir, DirLock};
+
 use super::log::{Durable, Start};
-use super::{checkpoint, crashsim, format, recover, replay};
+use super::{checkpoint, format, recover, replay};
 use crate::db::Database;
 use crate::error::Error;
 use crate::options::Options;
@@ -126,20 +128,10 @@ impl Database {
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Database, Error> {
         let dir = dir.as_ref();
         let io = |what: &str, p: &Path, e: io::Error| Error::storage(what, p, e);
-        std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+        // Durably: a power cut must not lose the directory's own entry.
+        granary_storage::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
         let dir = dir.canonicalize().map_err(|e| io("resolve", dir, e))?;
-        let lock_path = dir.join(format::LOCK_FILE);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| io("open", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir)),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path, e)),
-        }
+        let lock = DirLock::acquire(&dir)?;
         if !recover::exists(&dir) {
             init_dir(&dir, options.loggers)?;
         }

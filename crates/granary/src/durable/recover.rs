@@ -44,13 +44,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::ahead::Window;
-use super::crashsim;
-use super::files::{fp, sync_dir, write_end, DELETING_SUFFIX};
+use super::files::write_end;
 use super::format::{
     self, BlockHeader, BlockRead, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END,
     BLOCK_MAGIC_LOG, CURRENT_LOG, LOG_FILE_HEADER,
 };
 use crate::error::Error;
+use granary_storage::crashsim;
+use granary_storage::fs::{fp, sync_dir, DELETING_SUFFIX};
 
 /// One log file, as found on disk.
 #[derive(Clone, Debug)]

@@ -18,7 +18,6 @@ use granary_index::{Cursor, LeafRef};
 
 use super::abuf::{open_aligned, AlignedBuf};
 use super::ahead::{self, Ahead, Span, SpanReader, Window};
-use super::files::fp;
 use super::format::{
     self, BlockHeader, BlockRead, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG, IO_ALIGN,
 };
@@ -32,6 +31,7 @@ use crate::record::{Record, Slabs};
 use crate::shared::Shared;
 use crate::tid::Tid;
 use crate::worker::{unhook, Worker};
+use granary_storage::fs::fp;
 
 /// Bytes of log read in one piece (see [`ahead::spans`]): a few blocks of
 /// a log buffer (512 KB by default) each.

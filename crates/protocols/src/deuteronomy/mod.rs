@@ -19,7 +19,8 @@
 //!   data component and recycles log buffers.
 //! * [`dc`]: the data component interface, and its in-memory back end;
 //!   [`disk`]: the redb back end.
-//! * `logfile`, `recover`: the log on disk, and recovery from it.
+//! * `recover`: recovery from the log on disk (a `granary_storage`
+//!   segment log: checksummed segment files).
 //! * `read_cache`: §3.3's read cache, of versions read from the DC.
 
 // Parts the TC does not use yet (whole-buffer reads, for the flusher)
@@ -40,7 +41,6 @@ pub(crate) mod read_cache;
 
 pub mod dc;
 pub mod disk;
-mod logfile;
 /// The recovery log's record layout.
 mod logrec;
 mod proxy;

@@ -40,9 +40,9 @@ use std::sync::Mutex;
 
 use super::dc::Op;
 use super::log::Lsn;
-use super::logfile::LogFile;
 use super::logrec::{kind_and_ts, VersionHeader, ABORT, COMMIT, HEADER, OUTCOME, VERSION};
 use super::tc::Shared;
+use granary_storage::segments::SegmentLog;
 
 /// The most operations per DC batch (a disk DC's batch is a write
 /// transaction: the larger, the cheaper per operation).
@@ -68,7 +68,7 @@ struct State {
 ///
 /// `start` is the log's first buffer: not whatever is active when this
 /// thread gets going (runners may have filled buffers by then).
-pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
+pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<SegmentLog>>) {
     let mut f = Flusher::new(s, start);
     while !s.stop.load(Ordering::Acquire) {
         match f.step(s, file) {
@@ -118,7 +118,11 @@ impl Flusher {
 
     /// Seal a quiet active buffer, or write and publish the sealed ones:
     /// whether any was published (`Err` once the TC has failed).
-    pub(super) fn step(&mut self, s: &Shared, file: Option<&Mutex<LogFile>>) -> Result<bool, ()> {
+    pub(super) fn step(
+        &mut self,
+        s: &Shared,
+        file: Option<&Mutex<SegmentLog>>,
+    ) -> Result<bool, ()> {
         // Pinned: a slot looked at may hold a buffer being recycled.
         let _g = crossbeam_epoch::pin();
         self.sealed.clear();
@@ -166,7 +170,7 @@ impl Flusher {
 /// file (an in-memory TC) there is nothing to wait for in writing, and
 /// this thread does the flusher's steps itself (one thread fewer on the
 /// cores).
-pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<LogFile>>) {
+pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<SegmentLog>>) {
     let mut st = State {
         next: start,
         ..State::default()

@@ -16,8 +16,8 @@ use granary_api::Error;
 
 use super::dc::{DataComponent, Op};
 use super::log::Lsn;
-use super::logfile;
 use super::logrec::{kind_and_ts, VersionHeader, ABORT, COMMIT, HEADER, OUTCOME, VERSION};
+use granary_storage::segments;
 
 /// What recovery found and did ([`Tc::open`](super::tc::Tc::open)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub(super) fn replay(
         ready.clear();
         Ok(())
     };
-    let replayed = logfile::replay(dir, rssp >> 32, |seq, bytes| {
+    let replayed = segments::replay(dir, rssp >> 32, |seq, bytes| {
         rec.buffers += 1;
         rec.bytes += bytes.len() as u64;
         let mut at = 0usize;
@@ -148,15 +148,7 @@ pub(super) fn replay(
     if let Some((path, len)) = replayed.torn {
         // Cut the torn write off, so the segment can be followed by new
         // ones (a torn image anywhere but the very end is damage).
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_len(len).and_then(|()| f.sync_all()));
-        f.map_err(|source| Error::Storage {
-            what: "cut a torn write off the log".into(),
-            path: path.clone(),
-            source,
-        })?;
+        segments::cut_torn(&path, len)?;
         rec.torn_tail = true;
     }
     // Everything replayed is in the DC: make it stable, so the next

@@ -80,11 +80,13 @@ use granary_api::{AbortReason, Engine, Error, Stats, TableId, Tx, TxError, TxRun
 
 use super::dc::{DataComponent, MemoryDc};
 use super::log::{Log, Lsn};
-use super::logfile::LogFile;
 use super::logrec::{self, VersionHeader, HEADER};
 use super::read_cache::ReadCache;
 use super::record::{Seen, Version, ABORTED, COMMITTED};
 pub use super::recover::Recovery;
+use granary_storage::crashsim;
+use granary_storage::fs::{fp, sync_dir, DirLock};
+use granary_storage::segments::SegmentLog;
 
 mod merge_scan;
 use super::table::{Item, MvccTable, Retire};
@@ -227,7 +229,7 @@ pub(super) struct Shared {
     /// Held while a table is created and the table names are written.
     catalog_file: Mutex<()>,
     /// A durable TC's lock on its directory, held while it lives.
-    _lock: Option<std::fs::File>,
+    _lock: Option<DirLock>,
     /// A test-only mutant's flaw, which the checker must catch.
     pub(super) flaw: Flaw,
 }
@@ -339,10 +341,10 @@ impl Shared {
 /// A durable TC's directory, opened and recovered.
 struct Opened {
     dir: PathBuf,
-    logfile: LogFile,
+    logfile: SegmentLog,
     /// The first log buffer it writes.
     start_seq: u64,
-    lock: std::fs::File,
+    lock: DirLock,
 }
 
 const TABLES: &str = "tables";
@@ -396,14 +398,22 @@ fn write_tables(dir: &Path, names: &[String]) -> Result<(), Error> {
         }
         text.push('\n');
     }
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io("write the table names", e))?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| io("write the table names", e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("rename the table names", e))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("sync the directory", e))
+    let write = || -> std::io::Result<()> {
+        fp("tables-write")?;
+        let mut f = std::fs::File::create(&tmp)?;
+        crashsim::created(&tmp, true);
+        f.write_all(text.as_bytes())?;
+        crashsim::wrote(&tmp, 0, text.as_bytes());
+        f.sync_all()?;
+        crashsim::synced(&tmp);
+        Ok(())
+    };
+    write().map_err(|e| io("write the table names", e))?;
+    fp("tables-rename")
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| io("rename the table names", e))?;
+    crashsim::renamed(&tmp, &path);
+    sync_dir(dir).map_err(|e| io("sync the directory", e))
 }
 
 fn new_table() -> Table {
@@ -517,23 +527,13 @@ impl Tc {
             path: p.to_path_buf(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+        // Durably: a power cut must not lose the directory's own entry.
+        granary_storage::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
         let dir = dir.canonicalize().map_err(|e| io("resolve", dir, e))?;
-        let lock_path = dir.join("LOCK");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| io("open", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir)),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path, e)),
-        }
+        let lock = DirLock::acquire(&dir)?;
         let names = read_tables(&dir)?;
         let (rec, start_seq) = super::recover::replay(&dir, &*dc, uncommitted)?;
-        let logfile = LogFile::open(&dir)?;
+        let logfile = SegmentLog::open(&dir)?;
         let tc = Tc::make(
             config,
             dc,

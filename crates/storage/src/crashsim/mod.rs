@@ -1,6 +1,7 @@
 //! A journal of every file operation on a durable directory, for
 //! power-loss tests (test-only feature `crashsim`; without it every hook
-//! is an empty inline function).
+//! is an empty inline function), and the model disk that replays one
+//! (`model::Disk`, with the feature).
 //!
 //! A process killed with `kill -9` keeps every byte it wrote: the page
 //! cache survives it. A power cut does not: only what a completed `fsync`
@@ -12,12 +13,13 @@
 //! record every operation under it, in order, with the bytes written. A
 //! test then replays the journal against a model disk that keeps two
 //! images, written and durable, and "crashes" at every sync point: it
-//! materializes only the durable image and recovers it (see
-//! `tests/powerloss.rs`).
+//! materializes only the durable image and recovers it (Silo's
+//! `granary/tests/powerloss.rs`, Deuteronomy's
+//! `protocols/tests/deuteronomy_powerloss.rs`).
 //!
 //! Operations on one file come from one thread at a time (a logger, a
-//! checkpoint thread, the pepoch writer under its lock), so their order in
-//! the journal is the order they took effect.
+//! checkpoint thread, the pepoch writer under its lock, the TC's log
+//! writer), so their order in the journal is the order they took effect.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -76,12 +78,16 @@ pub enum Op {
 pub enum Mutant {
     /// The engine as it is.
     None = 0,
-    /// No `fsync` of a logger's directory (so a new log file's name, or a
-    /// rotation's rename, is never durable).
+    /// No `fsync` of a log's directory (so a new log file's name, or a
+    /// rotation's rename, is never durable): a SiloR logger's `log.<i>`,
+    /// or the directory of a segment log ([`crate::segments`]).
     LogDirSync = 1,
     /// No `fdatasync` of a log file (so the pepoch can name bytes that
-    /// are not durable).
+    /// are not durable, or a segment log acknowledges unsynced buffers).
     LogFileSync = 2,
+    /// No `fsync` of the parent of a directory just created (so a new
+    /// database directory, and everything acknowledged in it, can vanish).
+    NewDirSync = 3,
 }
 
 #[cfg(feature = "crashsim")]
@@ -155,16 +161,32 @@ fn mutant_drops(path: &Path, dir: bool) -> bool {
         p.file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("log."))
     };
+    let segment = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(crate::segments::PREFIX))
+    };
     if dir {
         m == Mutant::LogDirSync as u8 && in_log(path)
     } else {
-        m == Mutant::LogFileSync as u8 && path.parent().is_some_and(in_log)
+        m == Mutant::LogFileSync as u8 && (path.parent().is_some_and(in_log) || segment(path))
     }
 }
 
 #[cfg(not(feature = "crashsim"))]
 #[inline(always)]
 fn mutant_drops(_: &Path, _: bool) -> bool {
+    false
+}
+
+/// Whether the mutant `m` is on.
+#[cfg(feature = "crashsim")]
+fn mutant_is(m: Mutant) -> bool {
+    journal::MUTANT.load(std::sync::atomic::Ordering::Relaxed) == m as u8
+}
+
+#[cfg(not(feature = "crashsim"))]
+#[inline(always)]
+fn mutant_is(_: Mutant) -> bool {
     false
 }
 
@@ -183,14 +205,16 @@ fn record(path: &Path, op: impl FnOnce() -> Op) {
 #[inline(always)]
 fn record(_: &Path, _: impl FnOnce() -> Op) {}
 
-pub(crate) fn created(path: &Path, truncate: bool) {
+/// Hook: a file was opened with `O_CREAT` (`truncate`: cut to 0 bytes).
+pub fn created(path: &Path, truncate: bool) {
     record(path, || Op::Create {
         path: path.to_path_buf(),
         truncate,
     });
 }
 
-pub(crate) fn wrote(path: &Path, at: u64, bytes: &[u8]) {
+/// Hook: `bytes` were written to `path` at offset `at`.
+pub fn wrote(path: &Path, at: u64, bytes: &[u8]) {
     record(path, || Op::Write {
         path: path.to_path_buf(),
         at,
@@ -201,7 +225,7 @@ pub(crate) fn wrote(path: &Path, at: u64, bytes: &[u8]) {
 /// Where an append to `f` will land: its length (only asked for while
 /// recording). Call before the write.
 #[cfg(feature = "crashsim")]
-pub(crate) fn append_at(f: &File) -> u64 {
+pub fn append_at(f: &File) -> u64 {
     if journal::armed() {
         f.metadata().map_or(0, |m| m.len())
     } else {
@@ -211,18 +235,20 @@ pub(crate) fn append_at(f: &File) -> u64 {
 
 #[cfg(not(feature = "crashsim"))]
 #[inline(always)]
-pub(crate) fn append_at(_: &File) -> u64 {
+pub fn append_at(_: &File) -> u64 {
     0
 }
 
-pub(crate) fn set_len(path: &Path, len: u64) {
+/// Hook: the file was truncated or extended to `len`.
+pub fn set_len(path: &Path, len: u64) {
     record(path, || Op::SetLen {
         path: path.to_path_buf(),
         len,
     });
 }
 
-pub(crate) fn synced(path: &Path) {
+/// Hook: an `fsync` or `fdatasync` of the file completed.
+pub fn synced(path: &Path) {
     if mutant_drops(path, false) {
         return;
     }
@@ -231,32 +257,37 @@ pub(crate) fn synced(path: &Path) {
     });
 }
 
-pub(crate) fn renamed(from: &Path, to: &Path) {
+/// Hook: `from` was renamed to `to`.
+pub fn renamed(from: &Path, to: &Path) {
     record(from, || Op::Rename {
         from: from.to_path_buf(),
         to: to.to_path_buf(),
     });
 }
 
-pub(crate) fn removed(path: &Path) {
+/// Hook: a file was unlinked.
+pub fn removed(path: &Path) {
     record(path, || Op::Remove {
         path: path.to_path_buf(),
     });
 }
 
-pub(crate) fn removed_all(path: &Path) {
+/// Hook: a directory and everything under it was removed.
+pub fn removed_all(path: &Path) {
     record(path, || Op::RemoveAll {
         path: path.to_path_buf(),
     });
 }
 
-pub(crate) fn made_dir(path: &Path) {
+/// Hook: a directory was created.
+pub fn made_dir(path: &Path) {
     record(path, || Op::MakeDir {
         path: path.to_path_buf(),
     });
 }
 
-pub(crate) fn synced_dir(path: &Path) {
+/// Hook: an `fsync` of a directory completed.
+pub fn synced_dir(path: &Path) {
     if mutant_drops(path, true) {
         return;
     }
@@ -264,3 +295,26 @@ pub(crate) fn synced_dir(path: &Path) {
         path: path.to_path_buf(),
     });
 }
+
+/// `synced_dir` for a segment log's directory (its own mutant).
+pub fn synced_log_dir(path: &Path) {
+    if mutant_is(Mutant::LogDirSync) {
+        return;
+    }
+    record(path, || Op::SyncDir {
+        path: path.to_path_buf(),
+    });
+}
+
+/// `synced_dir` for the parent of a directory just created.
+pub fn synced_new_dir(path: &Path) {
+    if mutant_is(Mutant::NewDirSync) {
+        return;
+    }
+    record(path, || Op::SyncDir {
+        path: path.to_path_buf(),
+    });
+}
+
+#[cfg(feature = "crashsim")]
+pub mod model;

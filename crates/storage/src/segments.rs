@@ -1,12 +1,14 @@
-//! The recovery log on disk (deuteronomy-cidr15 §2.3, §3.1): each sealed
-//! log buffer is written whole, in sequence, to segment files, and the
-//! TC calls it stable once the write is synced.
+//! A segment log: numbered buffers ("images") written whole, in
+//! sequence, to checksummed segment files, and called stable once the
+//! write is synced. Deuteronomy's recovery log (deuteronomy-cidr15 §2.3,
+//! §3.1) is one: the TC Proxy writes each sealed log buffer here.
 //!
 //! A segment file `log-<first seq, 16 hex digits>` holds buffer images
 //! back to back; a new segment starts once one passes [`SEGMENT_BYTES`].
-//! An image is `magic (4) | seq (8) | length (4) | crc32 of seq, length
-//! and data (4) | data`. Checkpoints truncate the log by deleting the
-//! segments wholly below the redo scan start point (§6, RSSP).
+//! An image is a [`FrameHeader`] (`magic (4) | seq (8) | length (4) |
+//! crc32 of seq, length and data (4)`) and its data. Checkpoints truncate
+//! the log by deleting the segments wholly below a sequence number
+//! (Deuteronomy §6, the redo scan start point).
 //!
 //! Reading back, an image that is cut short, or that fails its checksum
 //! and ends exactly where the last segment ends, is a write the crash
@@ -15,6 +17,10 @@
 //! Anywhere else it is damage, and recovery stops with
 //! [`Error::Corrupt`] rather than guess; a gap in the sequence, or a
 //! missing first segment, is [`Error::Missing`].
+//!
+//! Every write, sync, creation and deletion passes a failpoint
+//! (`segment-write`, `segment-fsync`, `segment-create`, `segment-remove`,
+//! and `dir-fsync`) and reports to the power-loss journal.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -22,10 +28,86 @@ use std::path::{Path, PathBuf};
 
 use granary_api::Error;
 
-const MAGIC: u32 = 0x4244_4c47; // "GLDB", little-endian
-const IMAGE_HEADER: usize = 4 + 8 + 4 + 4;
+use crate::crashsim;
+use crate::fs::fp;
+
+/// The name every segment file starts with.
+pub const PREFIX: &str = "log-";
+
 /// A segment is closed once it passes this size.
-pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
+pub const SEGMENT_BYTES: u64 = 64 << 20;
+
+/// The header in front of each buffer image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// [`FrameHeader::MAGIC`] in a header written by this module.
+    pub magic: u32,
+    /// The buffer's sequence number.
+    pub seq: u64,
+    /// Its data's length in bytes.
+    pub len: u32,
+    /// crc32 of `seq`, `len` (little-endian) and the data.
+    pub crc: u32,
+}
+
+impl FrameHeader {
+    /// "GLDB", little-endian.
+    pub const MAGIC: u32 = 0x4244_4c47;
+    /// Encoded size in bytes.
+    pub const SIZE: usize = 4 + 8 + 4 + 4;
+
+    /// The header of buffer `seq` holding `data`.
+    ///
+    /// # Panics
+    /// `data` is 4 GiB or longer.
+    pub fn of(seq: u64, data: &[u8]) -> FrameHeader {
+        let len = u32::try_from(data.len()).expect("a buffer fits u32");
+        FrameHeader {
+            magic: Self::MAGIC,
+            seq,
+            len,
+            crc: Self::checksum(seq, len, data),
+        }
+    }
+
+    fn checksum(seq: u64, len: u32, data: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&seq.to_le_bytes());
+        h.update(&len.to_le_bytes());
+        h.update(data);
+        h.finalize()
+    }
+
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        b[0..4].copy_from_slice(&self.magic.to_le_bytes());
+        b[4..12].copy_from_slice(&self.seq.to_le_bytes());
+        b[12..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..20].copy_from_slice(&self.crc.to_le_bytes());
+        b
+    }
+
+    /// Parse a header's fields (whatever they hold: [`FrameHeader::seals`]
+    /// says whether they are a header).
+    pub fn decode(b: &[u8; Self::SIZE]) -> FrameHeader {
+        let word = |r: std::ops::Range<usize>| -> [u8; 4] { b[r].try_into().expect("4") };
+        FrameHeader {
+            magic: u32::from_le_bytes(word(0..4)),
+            seq: u64::from_le_bytes(b[4..12].try_into().expect("8")),
+            len: u32::from_le_bytes(word(12..16)),
+            crc: u32::from_le_bytes(word(16..20)),
+        }
+    }
+
+    /// Whether this is a header sealed over `data`: the magic, the length
+    /// and the checksum all agree.
+    pub fn seals(&self, data: &[u8]) -> bool {
+        self.magic == Self::MAGIC
+            && data.len() == self.len as usize
+            && Self::checksum(self.seq, self.len, data) == self.crc
+    }
+}
 
 fn storage<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Error + 'p {
     move |source| Error::Storage {
@@ -36,7 +118,7 @@ fn storage<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error
 }
 
 fn segment_name(first: u64) -> String {
-    format!("log-{first:016x}")
+    format!("{PREFIX}{first:016x}")
 }
 
 /// The segments in `dir`, by first sequence number.
@@ -45,7 +127,7 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
     for e in std::fs::read_dir(dir).map_err(storage("list the log", dir))? {
         let e = e.map_err(storage("list the log", dir))?;
         let name = e.file_name();
-        let Some(hex) = name.to_str().and_then(|n| n.strip_prefix("log-")) else {
+        let Some(hex) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
             continue;
         };
         if let Ok(first) = u64::from_str_radix(hex, 16) {
@@ -57,27 +139,30 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
+    fp("dir-fsync")
+        .and_then(|()| File::open(dir))
         .and_then(|d| d.sync_all())
-        .map_err(storage("sync the log directory", dir))
+        .map_err(storage("sync the log directory", dir))?;
+    crashsim::synced_log_dir(dir);
+    Ok(())
 }
 
-/// The log's writer (the TC Proxy's).
-pub(crate) struct LogFile {
+/// A segment log's writer.
+pub struct SegmentLog {
     dir: PathBuf,
     file: Option<(File, PathBuf, u64)>,
     /// Segments written, by first sequence number (the open one last).
     segments: Vec<(u64, PathBuf)>,
 }
 
-impl LogFile {
+impl SegmentLog {
     /// A writer appending to the log in `dir` (whose segments were read
     /// back by [`replay`]); the next buffer it writes starts a segment.
     ///
     /// # Errors
     /// The directory cannot be listed.
-    pub fn open(dir: &Path) -> Result<LogFile, Error> {
-        Ok(LogFile {
+    pub fn open(dir: &Path) -> Result<SegmentLog, Error> {
+        Ok(SegmentLog {
             dir: dir.to_path_buf(),
             file: None,
             segments: segments(dir)?,
@@ -96,30 +181,24 @@ impl LogFile {
         if full {
             self.sync()?;
             let path = self.dir.join(segment_name(seq));
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            let f = fp("segment-create")
+                .and_then(|()| OpenOptions::new().create(true).append(true).open(&path))
                 .map_err(storage("create a log segment", &path))?;
+            crashsim::created(&path, false);
             sync_dir(&self.dir)?;
             self.segments.push((seq, path.clone()));
             self.file = Some((f, path, 0));
         }
         let (f, path, size) = self.file.as_mut().expect("open");
-        let len = u32::try_from(data.len()).expect("a buffer fits u32");
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&seq.to_le_bytes());
-        crc.update(&len.to_le_bytes());
-        crc.update(data);
-        let mut head = [0u8; IMAGE_HEADER];
-        head[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        head[4..12].copy_from_slice(&seq.to_le_bytes());
-        head[12..16].copy_from_slice(&len.to_le_bytes());
-        head[16..20].copy_from_slice(&crc.finalize().to_le_bytes());
-        f.write_all(&head)
+        let head = FrameHeader::of(seq, data).encode();
+        let at = *size;
+        fp("segment-write")
+            .and_then(|()| f.write_all(&head))
             .and_then(|()| f.write_all(data))
             .map_err(storage("write the log", path))?;
-        *size += (IMAGE_HEADER + data.len()) as u64;
+        crashsim::wrote(path, at, &head);
+        crashsim::wrote(path, at + head.len() as u64, data);
+        *size += (FrameHeader::SIZE + data.len()) as u64;
         Ok(())
     }
 
@@ -129,7 +208,13 @@ impl LogFile {
     /// The sync failed.
     pub fn sync(&mut self) -> Result<(), Error> {
         match &self.file {
-            Some((f, path, _)) => f.sync_data().map_err(storage("sync the log", path)),
+            Some((f, path, _)) => {
+                fp("segment-fsync")
+                    .and_then(|()| f.sync_data())
+                    .map_err(storage("sync the log", path))?;
+                crashsim::synced(path);
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -148,7 +233,10 @@ impl LogFile {
             }
         }
         for (_, path) in self.segments.drain(..keep_from) {
-            std::fs::remove_file(&path).map_err(storage("delete a log segment", &path))?;
+            fp("segment-remove")
+                .and_then(|()| std::fs::remove_file(&path))
+                .map_err(storage("delete a log segment", &path))?;
+            crashsim::removed(&path);
         }
         if keep_from > 0 {
             sync_dir(&self.dir)?;
@@ -159,11 +247,29 @@ impl LogFile {
 
 /// What [`replay`] found.
 #[derive(Debug)]
-pub(crate) struct Replayed {
+pub struct Replayed {
     /// The sequence number after the last image (at least `from`).
     pub next: u64,
     /// A torn last write: the segment, and the length to cut it to.
     pub torn: Option<(PathBuf, u64)>,
+}
+
+/// Cut the torn write [`replay`] found off its segment (and sync it), so
+/// new segments can follow it.
+///
+/// # Errors
+/// The truncation or its sync failed.
+pub fn cut_torn(path: &Path, len: u64) -> Result<(), Error> {
+    fp("segment-cut")
+        .and_then(|()| OpenOptions::new().write(true).open(path))
+        .and_then(|f| {
+            f.set_len(len)?;
+            crashsim::set_len(path, len);
+            f.sync_all()
+        })
+        .map_err(storage("cut a torn write off the log", path))?;
+    crashsim::synced(path);
+    Ok(())
 }
 
 /// Read back every buffer image in `dir` from sequence number `from` on,
@@ -172,7 +278,7 @@ pub(crate) struct Replayed {
 /// # Errors
 /// Damage, a gap, or a missing segment (see the module's notes), or
 /// what `f` fails with.
-pub(crate) fn replay(
+pub fn replay(
     dir: &Path,
     from: u64,
     mut f: impl FnMut(u64, &[u8]) -> Result<(), Error>,
@@ -185,8 +291,7 @@ pub(crate) fn replay(
             return Err(Error::Missing {
                 path: path.clone(),
                 what: format!(
-                    "the log starts at buffer {first}, but the data component's last \
-                     checkpoint needs it from buffer {from}"
+                    "the log starts at buffer {first}, but recovery needs it from buffer {from}"
                 ),
             });
         }
@@ -211,37 +316,29 @@ pub(crate) fn replay(
                 what,
             };
             let torn_tail = i == last;
-            let Some(head) = bytes.get(at..at + IMAGE_HEADER) else {
+            let Some(head) = bytes.get(at..at + FrameHeader::SIZE) else {
                 if torn_tail {
                     torn = Some((path.clone(), at as u64));
                     break;
                 }
                 return Err(corrupt("a log buffer image cut short".into()));
             };
-            let magic = u32::from_le_bytes(head[0..4].try_into().expect("4"));
-            let seq = u64::from_le_bytes(head[4..12].try_into().expect("8"));
-            let len = u32::from_le_bytes(head[12..16].try_into().expect("4"));
-            let crc = u32::from_le_bytes(head[16..20].try_into().expect("4"));
-            let body = bytes.get(at + IMAGE_HEADER..at + IMAGE_HEADER + len as usize);
-            let ok = magic == MAGIC
-                && body.is_some_and(|b| {
-                    let mut h = crc32fast::Hasher::new();
-                    h.update(&seq.to_le_bytes());
-                    h.update(&len.to_le_bytes());
-                    h.update(b);
-                    h.finalize() == crc
-                });
+            let head = FrameHeader::decode(head.try_into().expect("a header's bytes"));
+            let len = head.len as usize;
+            let body = bytes.get(at + FrameHeader::SIZE..at + FrameHeader::SIZE + len);
+            let ok = body.is_some_and(|b| head.seals(b));
             if !ok {
                 // A torn last write (never synced, never acknowledged):
                 // the last image of the last segment, cut short or ending
                 // exactly at the end. Anything after it makes it damage.
-                let end = at + IMAGE_HEADER + len as usize;
+                let end = at + FrameHeader::SIZE + len;
                 if torn_tail && (body.is_none() || end == bytes.len()) {
                     torn = Some((path.clone(), at as u64));
                     break;
                 }
                 return Err(corrupt("a log buffer image fails its checksum".into()));
             }
+            let seq = head.seq;
             if let Some(n) = next {
                 if seq != n {
                     return Err(Error::Missing {
@@ -254,7 +351,7 @@ pub(crate) fn replay(
             if seq >= from {
                 f(seq, body.expect("checked"))?;
             }
-            at += IMAGE_HEADER + len as usize;
+            at += FrameHeader::SIZE + len;
         }
     }
     Ok(Replayed {
@@ -268,7 +365,8 @@ mod tests {
     use super::*;
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("granary-logfile-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("granary-segments-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -287,7 +385,7 @@ mod tests {
     fn images_read_back_in_order_and_truncation_drops_whole_segments() {
         let big = vec![7u8; (SEGMENT_BYTES / 2) as usize];
         let d = dir("order2");
-        let mut w = LogFile::open(&d).unwrap();
+        let mut w = SegmentLog::open(&d).unwrap();
         for seq in 0..6u64 {
             let len = if seq % 2 == 0 { big.len() } else { 10 };
             w.write(seq, &big[..len]).unwrap();
@@ -312,7 +410,7 @@ mod tests {
     #[test]
     fn a_gap_in_the_sequence_is_refused() {
         let d = dir("gap");
-        let mut w = LogFile::open(&d).unwrap();
+        let mut w = SegmentLog::open(&d).unwrap();
         for seq in [0u64, 1, 3] {
             w.write(seq, b"x").unwrap();
         }
@@ -324,7 +422,7 @@ mod tests {
     #[test]
     fn a_torn_tail_is_dropped_but_damage_before_it_is_refused() {
         let d = dir("torn");
-        let mut w = LogFile::open(&d).unwrap();
+        let mut w = SegmentLog::open(&d).unwrap();
         for seq in 0..3u64 {
             w.write(seq, &[seq as u8; 100]).unwrap();
         }
@@ -337,7 +435,7 @@ mod tests {
         assert_eq!(read(&d, 0).unwrap().len(), 2);
         // Damage the first image: refused.
         let mut bad = full.clone();
-        bad[IMAGE_HEADER + 5] ^= 1;
+        bad[FrameHeader::SIZE + 5] ^= 1;
         std::fs::write(&seg, &bad).unwrap();
         assert!(matches!(read(&d, 0), Err(Error::Corrupt { .. })));
         std::fs::remove_dir_all(&d).unwrap();
