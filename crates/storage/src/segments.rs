@@ -407,6 +407,28 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A failed deletion of a segment is an error (the TC Proxy poisons
+    /// the TC on it), and what was not deleted still reads back.
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn a_failed_truncation_is_an_error() {
+        let big = vec![7u8; (SEGMENT_BYTES / 2) as usize];
+        let d = dir("truncate-fails");
+        let mut w = SegmentLog::open(&d).unwrap();
+        for seq in 0..4u64 {
+            w.write(seq, &big).unwrap();
+        }
+        w.sync().unwrap();
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("segment-remove", "return").unwrap();
+        let r = w.truncate_below(3);
+        fail::remove("segment-remove");
+        scenario.teardown();
+        assert!(matches!(r, Err(Error::Storage { .. })), "{r:?}");
+        assert_eq!(read(&d, 0).unwrap().len(), 4, "nothing was lost");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn a_gap_in_the_sequence_is_refused() {
         let d = dir("gap");
