@@ -8,8 +8,9 @@
 //! all on one thread, so that every design meets each anomaly in exactly
 //! the same schedule.
 
+use crate::engine::TxRunner;
 use crate::error::{AbortReason, Error};
-use crate::tx::{Tx, TxRunner};
+use crate::tx::Tx;
 
 /// A runner that can also hold a transaction open across calls.
 ///

@@ -62,6 +62,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+mod engine;
 mod error;
 mod hints;
 mod interactive;
@@ -73,16 +74,14 @@ mod secondary;
 mod stats;
 mod tx;
 
+pub use engine::{CheckpointSpan, Engine, TableOptions, TxRunner, MAX_CHECKPOINT_SPANS};
 pub use error::{AbortReason, Error, TxError};
 pub use hints::{append_bytes, prefetch_for_write, table_runs, Hints};
 pub use interactive::{Interactive, InteractiveTx};
 pub use procedure::{Body, Done, Procedure};
 pub use secondary::SecondaryIndex;
 pub use stats::{ns_per_tick, ticks, ticks_in, Profile, Stamp, Stats};
-pub use tx::{
-    field_within, CheckpointSpan, Declared, Engine, PartitionRule, Partitioning, ReadOnly,
-    TableOptions, Tx, TxRunner, MAX_CHECKPOINT_SPANS,
-};
+pub use tx::{field_within, Declared, PartitionRule, Partitioning, ReadOnly, Tx};
 
 /// The longest key every design accepts, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;

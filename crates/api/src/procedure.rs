@@ -2,7 +2,7 @@
 //!
 //! Under most designs a worker thread runs its own transaction: the body is
 //! a closure that borrows the thread's state, handed to
-//! [`TxRunner::try_run`]. Under BOHM (bohm-vldb15 §3) a client hands the
+//! [`TxRunner::try_run`](crate::TxRunner::try_run). Under BOHM (bohm-vldb15 §3) a client hands the
 //! whole transaction to a sequencer; other threads plan it and run it,
 //! possibly after running other transactions whose outputs it reads. So a
 //! transaction must also exist as a value that can cross threads: a
@@ -10,17 +10,15 @@
 //! [`Body`] that runs against any [`Tx`].
 //!
 //! A client submits procedures through its runner and keeps up to
-//! [`TxRunner::window`] of them in flight. A design of the runner shape
+//! [`TxRunner::window`](crate::TxRunner::window) of them in flight. A design of the runner shape
 //! (window 1, the default) runs each one in place, as
-//! [`TxRunner::try_run_declared`], at no extra cost; a pipelined design
-//! takes them with [`TxRunner::submit`] and gives them back, finished,
-//! through [`TxRunner::poll`]. Procedures travel boxed (a pointer moves,
+//! [`TxRunner::try_run_declared`](crate::TxRunner::try_run_declared), at no extra cost; a pipelined design
+//! takes them with [`TxRunner::submit`](crate::TxRunner::submit) and gives them back, finished,
+//! through [`TxRunner::poll`](crate::TxRunner::poll). Procedures travel boxed (a pointer moves,
 //! not the procedure; a pipelined design queues the box as it is) and
 //! come back with their buffers, so a client reuses them and allocates
 //! nothing per transaction.
 
-#[cfg(doc)]
-use crate::TxRunner;
 use crate::{Declared, Error, Tx, TxError};
 
 /// What a procedure does, against any design's transaction. It may run
@@ -46,7 +44,7 @@ pub struct Procedure<B: Body> {
     /// The read and write sets; read only if [`Procedure::planned`].
     pub declared: Declared,
     /// Whether `declared` was filled in for this run. Workloads plan only
-    /// for designs that read plans ([`TxRunner::uses_declared`]).
+    /// for designs that read plans ([`TxRunner::uses_declared`](crate::TxRunner::uses_declared)).
     pub planned: bool,
     /// When the client submitted it, if its latency is measured.
     pub submitted: Option<crate::Stamp>,
@@ -86,7 +84,7 @@ pub struct Done<B: Body> {
     /// by its own logic; `Err(e)`: failed.
     pub outcome: Result<Option<B::Output>, Error>,
     /// The design's commit-order key of the committed run (as
-    /// [`TxRunner::last_commit_key`]: for any one key, its successive
+    /// [`TxRunner::last_commit_key`](crate::TxRunner::last_commit_key): for any one key, its successive
     /// writers' keys increase); 0 if it did not commit.
     pub commit_key: u64,
 }

@@ -10,8 +10,9 @@ use granary_check::{check, Level, Report};
 use granary_workloads::check::{run_check, CheckConfig, CheckRun, CheckWorkload};
 use serde::Serialize;
 
+use crate::designs::with_engine;
 use crate::designs::EngineOptions;
-use crate::protocol::{check_all, with_engine, Isolation, Protocol, WorkloadInfo};
+use crate::protocol::{check_all, Isolation, Protocol, WorkloadInfo};
 use crate::report::{fresh_seed, machine, progress, write_json, Machine};
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]

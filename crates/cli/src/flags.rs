@@ -11,17 +11,9 @@
 //! none of them, so a new flag cannot be forgotten.
 
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, Command};
+use clap::{ArgMatches, Command};
 
-use crate::protocol::Protocol;
-
-/// A group of flags that configures some designs only.
-pub trait DesignFlags: Args {
-    /// The designs its flags configure.
-    const DESIGNS: &'static [Protocol];
-}
-
-pub(crate) const SILO: &[Protocol] = &[Protocol::Silo];
+use crate::protocol::{DesignFlags, Protocol, SILO};
 
 /// Flags outside a design's group that configure some designs only, by
 /// their long name.

@@ -14,8 +14,9 @@ use granary_api::Engine;
 use granary_workloads::driver::{self, DriverConfig, RunReport, Workload};
 use serde::Serialize;
 
+use crate::designs::with_engine;
 use crate::designs::{EngineOptions, Kv};
-use crate::protocol::{check_all, with_engine, Isolation, Protocol, WorkloadInfo};
+use crate::protocol::{check_all, Isolation, Protocol, WorkloadInfo};
 use crate::report::{progress, progress_with_status};
 
 /// A protocol's database with its workload loaded (the engine's type

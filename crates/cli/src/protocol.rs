@@ -1,6 +1,6 @@
 //! The registry of concurrency-control protocols the command runs: their
 //! names (`--protocol`), what each claims and needs, and how each one's
-//! engine is built ([`with_engine!`]).
+//! engine is built ([`with_engine!`](crate::designs::with_engine)).
 //!
 //! A design joins in this file alone:
 //!
@@ -9,7 +9,7 @@
 //!    where the kebab-case of the variant's name is not the name wanted);
 //! 2. a line in [`Protocol::traits`]: the isolation level it claims and
 //!    what it needs of a workload ([`Traits`]);
-//! 3. a line in [`with_engine!`] building its engine from
+//! 3. a line in [`with_engine!`](crate::designs::with_engine) building its engine from
 //!    [`EngineOptions`](crate::designs::EngineOptions).
 //!
 //! The compiler points at 2 and 3 once 1 is written. A design with flags
@@ -371,110 +371,15 @@ pub fn check_all(protocols: &[Protocol], w: &WorkloadInfo) -> Result<(), String>
     Ok(())
 }
 
-/// Build `protocol`'s engine from `opts` (an [`EngineOptions`](crate::designs::EngineOptions)) and
-/// evaluate `body` with it bound, by value, to `db`: `body` is generic
-/// code over `E: Engine` (an engine is not object-safe). Errors building
-/// the engine return from the enclosing function, whose error type must
-/// come from `String`.
-///
-/// ```ignore
-/// let report = with_engine!(p, &opts, |db| run_on(&db, &workload)?);
-/// ```
-///
-/// A design joins with one arm (the compiler asks for it):
-///
-/// ```ignore
-/// Protocol::TwoPlNoWait => {
-///     let $db = granary_protocols::two_pl::TwoPl::new(granary_protocols::two_pl::Variant::NoWait);
-///     $body
-/// }
-/// ```
-macro_rules! with_engine {
-    ($protocol:expr, $opts:expr, |$db:ident| $body:expr) => {{
-        let opts: &$crate::designs::EngineOptions<'_> = $opts;
-        match $protocol {
-            $crate::protocol::Protocol::Silo => {
-                let $db = opts.silo()?;
-                $body
-            }
-            $crate::protocol::Protocol::Kv => {
-                let $db = $crate::designs::Kv(opts.silo()?);
-                $body
-            }
-            $crate::protocol::Protocol::TwoPlOrdered => {
-                let $db =
-                    $crate::designs::two_pl(opts, granary_protocols::two_pl::Variant::Ordered);
-                $body
-            }
-            $crate::protocol::Protocol::TwoPlNoWait => {
-                let $db = $crate::designs::two_pl(opts, granary_protocols::two_pl::Variant::NoWait);
-                $body
-            }
-            $crate::protocol::Protocol::Partitioned => {
-                let n = opts
-                    .partitions
-                    .min(granary_protocols::partitioned::MAX_PARTITIONS);
-                let $db = if opts.point_index {
-                    granary_protocols::partitioned::Partitioned::with_point_index(
-                        n,
-                        opts.partitioning()?,
-                    )
-                } else {
-                    granary_protocols::partitioned::Partitioned::new(n, opts.partitioning()?)
-                }
-                .map_err(|e| e.to_string())?;
-                $body
-            }
-            $crate::protocol::Protocol::Hekaton => {
-                let $db =
-                    $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Serializable);
-                $body
-            }
-            $crate::protocol::Protocol::Si => {
-                let $db = $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Snapshot);
-                $body
-            }
-            $crate::protocol::Protocol::Bohm => {
-                let $db =
-                    granary_protocols::bohm::Bohm::new(opts.bohm).map_err(|e| e.to_string())?;
-                $body
-            }
-            $crate::protocol::Protocol::Deuteronomy => {
-                let $db = opts.deuteronomy()?;
-                $body
-            }
-            #[cfg(feature = "mutant")]
-            $crate::protocol::Protocol::TwoPlMutant => {
-                let $db = granary_protocols::two_pl::TwoPl::new(
-                    granary_protocols::two_pl::Variant::MutantShortReads,
-                );
-                $body
-            }
-            #[cfg(feature = "mutant")]
-            $crate::protocol::Protocol::BohmMutant => {
-                let $db = granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config {
-                    mutant_skip_unready: true,
-                    ..opts.bohm
-                })
-                .map_err(|e| e.to_string())?;
-                $body
-            }
-            #[cfg(feature = "mutant")]
-            $crate::protocol::Protocol::DeuteronomyMutant => {
-                let $db = granary_protocols::deuteronomy::tc::Tc::mutant_ignoring_reads();
-                $body
-            }
-            #[cfg(feature = "mutant")]
-            $crate::protocol::Protocol::SiloMutant => {
-                let $db =
-                    granary::Database::new(opts.silo.clone().mutant_skip_read_validation(true))
-                        .map_err(|e| e.to_string())?;
-                $body
-            }
-        }
-    }};
+/// A group of flags that configures some designs only (each design's
+/// group is in `designs/`; `flags.rs` checks a run against them).
+pub trait DesignFlags: clap::Args {
+    /// The designs its flags configure.
+    const DESIGNS: &'static [Protocol];
 }
-pub(crate) use with_engine;
+
+/// Silo alone, the designs of Silo's own flags.
+pub(crate) const SILO: &[Protocol] = &[Protocol::Silo];
 
 #[cfg(test)]
 mod tests {

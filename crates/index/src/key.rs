@@ -25,11 +25,6 @@
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cmp::Ordering;
-use std::ptr::NonNull;
-
-use crate::node::{Inner, Leaf};
-use crate::point::Table;
-use crate::sync::Ordering::Relaxed;
 
 /// The largest `info` value that is a length rather than a pointer.
 pub(crate) const INLINE_MAX: u64 = 8;
@@ -76,7 +71,7 @@ const ADDR_MASK: u64 = (1 << 48) - 1;
 const LEN_SATURATED: u64 = 0xffff;
 
 #[inline]
-fn box_of(info: u64) -> *const KeyBox {
+pub(crate) fn box_of(info: u64) -> *const KeyBox {
     (info & ADDR_MASK) as *const KeyBox
 }
 
@@ -102,11 +97,11 @@ pub(crate) unsafe fn stored_len(info: u64) -> usize {
 /// Heap copy of a key longer than 8 bytes: `len` then the bytes.
 #[repr(C)]
 pub(crate) struct KeyBox {
-    len: usize,
+    pub(crate) len: usize,
     bytes: [u8; 0],
 }
 
-fn keybox_layout(len: usize) -> Layout {
+pub(crate) fn keybox_layout(len: usize) -> Layout {
     Layout::from_size_align(std::mem::size_of::<usize>() + len, 8).expect("key layout")
 }
 
@@ -224,99 +219,6 @@ pub(crate) unsafe fn compare_tie(info: u64, k: &[u8], p: usize) -> Ordering {
         x.get(p + 8..).unwrap_or(&[])
     }
     tail(stored, p).cmp(tail(k, p))
-}
-
-/// An opaque piece of index memory unlinked from a tree — a removed key's
-/// heap copy, or an emptied leaf or childless inner node — handed to a
-/// [`Guard`](crate::Guard) to be freed once no reader can still see it.
-/// One word: the address, with what it is in its low bits (every kind is
-/// at least 8-aligned).
-#[derive(Debug)]
-#[must_use = "retired index memory leaks unless it is reclaimed"]
-pub struct Retired(NonNull<u8>);
-
-// SAFETY: a Retired is an owned allocation no thread may use any more;
-// any thread may free it.
-unsafe impl Send for Retired {}
-
-const KIND: usize = 7;
-const KEY: usize = 0;
-const LEAF: usize = 1;
-const INNER: usize = 2;
-const TABLE: usize = 3;
-const _: () = assert!(
-    std::mem::align_of::<KeyBox>() > KIND
-        && std::mem::align_of::<Leaf>() > KIND
-        && std::mem::align_of::<Inner>() > KIND
-        && std::mem::align_of::<Table>() > KIND
-);
-
-impl Retired {
-    pub(crate) fn new(info: u64) -> Option<Retired> {
-        (info > INLINE_MAX)
-            .then(|| Retired(NonNull::new(box_of(info) as *mut u8).expect("non-null")))
-    }
-
-    /// An unlinked leaf (entries empty; its fence key goes with it).
-    pub(crate) fn leaf(p: NonNull<Leaf>) -> Retired {
-        Retired(p.cast::<u8>().map_addr(|a| a | LEAF))
-    }
-
-    /// An unlinked inner node (its children are not freed with it).
-    pub(crate) fn inner(p: NonNull<Inner>) -> Retired {
-        Retired(p.cast::<u8>().map_addr(|a| a | INNER))
-    }
-
-    /// A point index's table, replaced by one twice its size (its
-    /// overflow buckets go with it; the keys they name do not).
-    pub(crate) fn table(p: *mut Table) -> Retired {
-        Retired(
-            NonNull::new(p)
-                .expect("non-null")
-                .cast::<u8>()
-                .map_addr(|a| a | TABLE),
-        )
-    }
-
-    /// The leaf, if this is one (for tests that mimic reuse).
-    #[cfg(all(test, not(feature = "loom")))]
-    pub(crate) fn as_leaf(&self) -> Option<*const Leaf> {
-        (self.0.addr().get() & KIND == LEAF)
-            .then(|| self.0.as_ptr().map_addr(|a| a & !KIND) as *const Leaf)
-    }
-
-    /// Free the memory.
-    ///
-    /// # Safety
-    /// No thread may still be inside an operation that started before this
-    /// value was retired (the epoch grace period has passed).
-    pub unsafe fn reclaim(self) {
-        let kind = self.0.addr().get() & KIND;
-        let p = self.0.as_ptr().map_addr(|a| a & !KIND);
-        // SAFETY: each pointer came from `make_stored` or a node's `Box`,
-        // was unlinked before it was retired, and is retired once; the
-        // caller vouches for the grace period.
-        unsafe {
-            match kind {
-                KEY => {
-                    let b = p as *mut KeyBox;
-                    dealloc(p, keybox_layout((*b).len))
-                }
-                LEAF => {
-                    let leaf = Box::from_raw(p as *mut Leaf);
-                    debug_assert_eq!(leaf.header.count.load(Relaxed), 0);
-                    if let Some((_, info)) = leaf.low() {
-                        free_stored(info);
-                    }
-                }
-                INNER => drop(Box::from_raw(p as *mut Inner)),
-                _ => {
-                    debug_assert_eq!(kind, TABLE);
-                    drop(Box::from_raw(p as *mut Table));
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -51,11 +51,12 @@
 mod key;
 mod node;
 mod point;
+mod retired;
 mod sync;
 mod tree;
 mod version;
 
-pub use key::Retired;
 pub use node::prefetch_lines;
+pub use retired::Retired;
 pub use tree::{Cursor, Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree};
 pub use version::NodeVersion;

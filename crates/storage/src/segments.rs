@@ -212,7 +212,7 @@ impl SegmentLog {
                 fp("segment-fsync")
                     .and_then(|()| f.sync_data())
                     .map_err(storage("sync the log", path))?;
-                crashsim::synced(path);
+                crashsim::synced_log_file(path);
                 Ok(())
             }
             None => Ok(()),

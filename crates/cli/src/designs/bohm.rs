@@ -3,8 +3,7 @@
 use clap::Args;
 use serde::Serialize;
 
-use crate::flags::DesignFlags;
-use crate::protocol::Protocol;
+use crate::protocol::{DesignFlags, Protocol};
 
 /// BOHM's thread arrangement (`--protocol bohm`).
 #[derive(Args, Debug, Clone, Serialize)]

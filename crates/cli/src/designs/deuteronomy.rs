@@ -5,25 +5,8 @@
 use clap::Args;
 use serde::Serialize;
 
-use super::EngineOptions;
-use crate::flags::DesignFlags;
-use crate::protocol::Protocol;
-
-/// Deuteronomy's data component (`--dc`).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dc {
-    /// granary's own index, in memory.
-    Memory,
-    /// redb, a pure-Rust embedded B-tree store, in `--durable DIR` (or a
-    /// scratch directory, removed afterwards); its page cache is
-    /// `--dc-cache-mb`.
-    Disk,
-    /// An etcd cluster: the one at `--etcd-endpoints`, or a local
-    /// single-node etcd (Debian's etcd-server) started in `DIR/etcd` with `--durable
-    /// DIR` (kept with the log), else in a scratch directory.
-    Etcd,
-}
+use super::options::{Dc, EngineOptions};
+use crate::protocol::{DesignFlags, Protocol};
 
 /// Why `--dc etcd` is refused by a build without the `etcd` feature, and
 /// how to get one that has it.
@@ -126,14 +109,14 @@ impl EngineOptions<'_> {
             config.checkpoint_ms = (s * 1000.0).ceil() as u64;
         }
         let Some(dir) = dir else {
-            if self.dc == crate::designs::Dc::Memory {
+            if self.dc == Dc::Memory {
                 return Tc::with(config, Box::new(MemoryDc::new())).map_err(|e| e.to_string());
             }
             // Scratch: a fresh directory, removed afterwards.
             let dir = scratch_dir("granary-dc");
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let dc: Box<dyn granary_protocols::deuteronomy::dc::DataComponent> = match self.dc {
-                crate::designs::Dc::Etcd => Box::new(self.etcd(None)?),
+                Dc::Etcd => Box::new(self.etcd(None)?),
                 _ => Box::new(
                     DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
                 ),
@@ -151,11 +134,11 @@ impl EngineOptions<'_> {
         }
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let dc: Box<dyn granary_protocols::deuteronomy::dc::DataComponent> = match self.dc {
-            crate::designs::Dc::Memory => Box::new(MemoryDc::new()),
-            crate::designs::Dc::Disk => Box::new(
+            Dc::Memory => Box::new(MemoryDc::new()),
+            Dc::Disk => Box::new(
                 DiskDc::open(&dir.join("dc.redb"), self.dc_cache).map_err(|e| e.to_string())?,
             ),
-            crate::designs::Dc::Etcd => Box::new(self.etcd(Some(dir))?),
+            Dc::Etcd => Box::new(self.etcd(Some(dir))?),
         };
         Tc::open(config, dir, dc)
             .map(|(tc, _)| tc)

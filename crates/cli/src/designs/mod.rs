@@ -2,93 +2,24 @@
 //! design that has flags of its own (`silo.rs`, `bohm.rs`,
 //! `deuteronomy.rs`); `durable.rs` holds the durability flags that Silo
 //! and Deuteronomy share. [`EngineOptions`] gathers what every engine is
-//! built from, and [`crate::protocol::with_engine!`] builds the one a
-//! run names. Which flags apply to which design is declared with each
-//! group ([`crate::flags::DesignFlags`]), so a flag is never silently
+//! built from (`options.rs`), and [`with_engine!`] builds the one a run
+//! names. Which flags apply to which design is declared with each group
+//! ([`crate::protocol::DesignFlags`]), so a flag is never silently
 //! ignored.
-
-use granary::Options;
-use granary_api::Partitioning;
 
 pub mod bohm;
 pub mod deuteronomy;
 pub mod durable;
+pub mod options;
 pub mod silo;
 
 pub use bohm::BohmArgs;
-pub use deuteronomy::{Dc, TcArgs};
+pub use deuteronomy::TcArgs;
 pub(crate) use durable::print_durability;
 pub use durable::DurableArgs;
+pub use options::EngineOptions;
 pub(crate) use silo::print_logging;
 pub use silo::{Kv, SiloArgs};
-
-use crate::protocol::WorkloadInfo;
-
-/// What engines are built from; each design takes what applies to it.
-pub struct EngineOptions<'a> {
-    /// Worker threads of the run (a design may size itself by them).
-    #[allow(dead_code)] // for the designs of granary-protocols
-    pub threads: usize,
-    /// How many partitions suit the workload: the number of values its
-    /// partition key takes where that is small (TPC-C's warehouses), else
-    /// the thread count.
-    pub partitions: usize,
-    /// Silo's options (kv's too: it is Silo's index).
-    pub silo: Options,
-    /// `--durable` and its flags (Silo only; `None`: in memory).
-    pub durable: Option<&'a DurableArgs>,
-    /// The workload's partitioning, if it has one.
-    pub partitioning: Option<Partitioning>,
-    /// Point indexes for tables hinted `TableOptions::point_lookups`
-    /// (`--point-index`; Silo's own switch is `silo.point_index`).
-    pub point_index: bool,
-    /// BOHM's threads and batch size.
-    pub bohm: granary_protocols::bohm::Config,
-    /// Deuteronomy's TC sizes, its data component, that DC's page cache
-    /// in bytes (the disk DC's), and the etcd DC's cluster (`None`: a
-    /// local etcd).
-    pub tc: granary_protocols::deuteronomy::tc::Config,
-    pub dc: crate::designs::Dc,
-    pub dc_cache: usize,
-    pub etcd_endpoints: Option<Vec<String>>,
-}
-
-impl<'a> EngineOptions<'a> {
-    /// Options for running `w` with `threads` threads, Silo's `silo`, and
-    /// `durable`'s flags.
-    pub fn new(
-        w: &WorkloadInfo,
-        threads: usize,
-        silo: Options,
-        durable: Option<&'a DurableArgs>,
-    ) -> Self {
-        EngineOptions {
-            point_index: silo.point_index,
-            threads,
-            partitions: w.partition_values.unwrap_or(threads).max(1),
-            silo,
-            durable,
-            partitioning: w.partitioned,
-            bohm: granary_protocols::bohm::Config::default(),
-            tc: granary_protocols::deuteronomy::tc::Config::default(),
-            dc: crate::designs::Dc::Memory,
-            dc_cache: 64 << 20,
-            etcd_endpoints: None,
-        }
-    }
-}
-
-impl EngineOptions<'_> {
-    /// The workload's partitioning, for designs that need one (their
-    /// [`Traits::needs_partition_key`] keeps others from getting here).
-    ///
-    /// # Errors
-    /// A workload without one.
-    pub fn partitioning(&self) -> Result<Partitioning, String> {
-        self.partitioning
-            .ok_or_else(|| "this workload has no partition key".to_string())
-    }
-}
 
 /// 2PL of `variant`, with point indexes if `--point-index`.
 pub fn two_pl(
@@ -116,3 +47,108 @@ pub fn mvcc(
         Mvcc::new(isolation)
     }
 }
+
+/// Build `protocol`'s engine from `opts` (an [`EngineOptions`]) and
+/// evaluate `body` with it bound, by value, to `db`: `body` is generic
+/// code over `E: Engine` (an engine is not object-safe). Errors building
+/// the engine return from the enclosing function, whose error type must
+/// come from `String`.
+///
+/// ```ignore
+/// let report = with_engine!(p, &opts, |db| run_on(&db, &workload)?);
+/// ```
+///
+/// A design joins with one arm (the compiler asks for it):
+///
+/// ```ignore
+/// Protocol::TwoPlNoWait => {
+///     let $db = granary_protocols::two_pl::TwoPl::new(granary_protocols::two_pl::Variant::NoWait);
+///     $body
+/// }
+/// ```
+macro_rules! with_engine {
+    ($protocol:expr, $opts:expr, |$db:ident| $body:expr) => {{
+        let opts: &$crate::designs::EngineOptions<'_> = $opts;
+        match $protocol {
+            $crate::protocol::Protocol::Silo => {
+                let $db = opts.silo()?;
+                $body
+            }
+            $crate::protocol::Protocol::Kv => {
+                let $db = $crate::designs::Kv(opts.silo()?);
+                $body
+            }
+            $crate::protocol::Protocol::TwoPlOrdered => {
+                let $db =
+                    $crate::designs::two_pl(opts, granary_protocols::two_pl::Variant::Ordered);
+                $body
+            }
+            $crate::protocol::Protocol::TwoPlNoWait => {
+                let $db = $crate::designs::two_pl(opts, granary_protocols::two_pl::Variant::NoWait);
+                $body
+            }
+            $crate::protocol::Protocol::Partitioned => {
+                let n = opts
+                    .partitions
+                    .min(granary_protocols::partitioned::MAX_PARTITIONS);
+                let $db = if opts.point_index {
+                    granary_protocols::partitioned::Partitioned::with_point_index(
+                        n,
+                        opts.partitioning()?,
+                    )
+                } else {
+                    granary_protocols::partitioned::Partitioned::new(n, opts.partitioning()?)
+                }
+                .map_err(|e| e.to_string())?;
+                $body
+            }
+            $crate::protocol::Protocol::Hekaton => {
+                let $db =
+                    $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Serializable);
+                $body
+            }
+            $crate::protocol::Protocol::Si => {
+                let $db = $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Snapshot);
+                $body
+            }
+            $crate::protocol::Protocol::Bohm => {
+                let $db =
+                    granary_protocols::bohm::Bohm::new(opts.bohm).map_err(|e| e.to_string())?;
+                $body
+            }
+            $crate::protocol::Protocol::Deuteronomy => {
+                let $db = opts.deuteronomy()?;
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::TwoPlMutant => {
+                let $db = granary_protocols::two_pl::TwoPl::new(
+                    granary_protocols::two_pl::Variant::MutantShortReads,
+                );
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::BohmMutant => {
+                let $db = granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config {
+                    mutant_skip_unready: true,
+                    ..opts.bohm
+                })
+                .map_err(|e| e.to_string())?;
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::DeuteronomyMutant => {
+                let $db = granary_protocols::deuteronomy::tc::Tc::mutant_ignoring_reads();
+                $body
+            }
+            #[cfg(feature = "mutant")]
+            $crate::protocol::Protocol::SiloMutant => {
+                let $db =
+                    granary::Database::new(opts.silo.clone().mutant_skip_read_validation(true))
+                        .map_err(|e| e.to_string())?;
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_engine;

@@ -7,9 +7,8 @@ use granary::{Database, Options};
 use granary_api::{Engine, Error, TableId};
 use serde::Serialize;
 
-use super::EngineOptions;
-use crate::flags::{DesignFlags, SILO};
-use crate::protocol::Protocol;
+use super::options::EngineOptions;
+use crate::protocol::{DesignFlags, Protocol, SILO};
 
 /// Silo's factor-analysis switches (silo-sosp13 §5.7, Fig. 11): each turns
 /// off one of Silo's mechanisms so its worth can be measured. Silo only;

@@ -1,6 +1,10 @@
 //! BOHM (VLDB'15): Figs. 5, 6, 8 and 10, with what the paper says of each protocol.
 
-use super::*;
+use serde_json::Value;
+
+use super::experiment::*;
+use crate::plot::Kind;
+use crate::report::machine;
 
 // What BOHM's paper says of each protocol in its Figs. 5, 6, 8–9 and 10
 // at 40 threads: the figure where its text or table gives one (Fig. 9's

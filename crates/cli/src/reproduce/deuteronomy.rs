@@ -1,6 +1,7 @@
 //! Deuteronomy (CIDR'15): Figs. 7 and 9.
 
-use super::*;
+use super::experiment::*;
+use crate::plot::Kind;
 
 /// `deuteronomy-fig7`.
 pub(super) fn fig7() -> Experiment {

@@ -1,6 +1,10 @@
 //! The report: its header, and the Markdown and standalone HTML pages.
 
-use super::*;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::experiment::*;
+use crate::report::machine;
 
 pub(super) fn header(scale: &Scale, elapsed: f64) -> Vec<String> {
     let m = machine();

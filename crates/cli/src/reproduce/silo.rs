@@ -1,6 +1,9 @@
 //! Silo (SOSP'13): Figs. 4, 5, 8, 9, 10 and 11.
 
-use super::*;
+use serde_json::Value;
+
+use super::experiment::*;
+use crate::plot::{self, Kind};
 
 /// Silo Fig. 11's configurations, each with the `bench tpcc` flags that
 /// make it: the Regular group's cumulative changes, then logging added to

@@ -1,6 +1,8 @@
 //! SiloR (OSDI'14): logging and checkpoints over time (Fig. 1), and recovery.
 
-use super::*;
+use super::experiment::*;
+use crate::plot::Kind;
+use crate::report::machine;
 
 /// `silor-fig1`.
 pub(super) fn fig1() -> Experiment {

@@ -1,6 +1,9 @@
 //! The performance study of Silo: skew and the cost breakdown (Fig. 2).
 
-use super::*;
+use serde_json::Value;
+
+use super::experiment::*;
+use crate::plot::{self, Kind};
 
 /// `study-skew`.
 pub(super) fn skew() -> Experiment {

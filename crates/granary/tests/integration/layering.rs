@@ -1,13 +1,19 @@
-//! The modules of `crates/granary` depend on each other as a DAG
+//! The modules of every crate depend on each other as a DAG
 //! (ARCHITECTURE.md, "Module layers"): every `crate::`, `super::` and
-//! child-module path in `src/` (test modules left out) is an edge from the
-//! file it is in to the file that defines what it names, and this test
-//! fails on the first cycle. `lib.rs` is the crate root and not a node: a
-//! path through one of its re-exports (`crate::Database`) counts as a path
-//! to the module it re-exports from.
+//! child-module path in a crate's `src/` (test modules left out) is an
+//! edge from the file it is in to the file that defines what it names,
+//! and the crate's test fails on the first cycle. The crate root
+//! (`lib.rs` or `main.rs`) is not a node. A path through a module's
+//! re-export (`crate::Database` when `lib.rs` has `pub use
+//! db::Database`; `super::EngineOptions` when `designs/mod.rs` has `pub
+//! use options::EngineOptions`) counts as a path to the file that defines
+//! the item, and a module's re-export of its own child's item is no edge
+//! of its own: so a directory's `mod.rs` may name its children's items,
+//! but not use them while they use it.
 //!
-//! `cargo test -p granary --test integration layering:: -- --nocapture` prints the
-//! graph, top layer first (the table in ARCHITECTURE.md).
+//! `cargo test -p granary --test integration layering:: -- --nocapture`
+//! prints each crate's graph, top layer first (Silo's is the table in
+//! ARCHITECTURE.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -39,7 +45,7 @@ fn files(dir: &Path, prefix: &ModPath, out: &mut BTreeMap<ModPath, String>) {
             files(&p, &sub, out);
         } else if p.extension().is_some_and(|e| e == "rs") {
             let mut m = prefix.clone();
-            if stem != "mod" && !(prefix.is_empty() && stem == "lib") {
+            if stem != "mod" && !(prefix.is_empty() && (stem == "lib" || stem == "main")) {
                 m.push(stem);
             }
             out.insert(m, std::fs::read_to_string(&p).expect("read"));
@@ -193,6 +199,11 @@ fn path_tree(t: &[String], mut i: usize) -> (Vec<Vec<String>>, usize) {
 /// Every path (from the crate root, as written: not yet resolved to a
 /// module) that `src`, the file of module `m`, names outside itself.
 fn paths(m: &ModPath, src: &str) -> Vec<Vec<String>> {
+    paths_marked(m, src).into_iter().map(|(p, _)| p).collect()
+}
+
+/// [`paths`], each marked if it is in a `pub use` (a re-export).
+fn paths_marked(m: &ModPath, src: &str) -> Vec<(Vec<String>, bool)> {
     let t = tokens(src);
     // Child modules declared in this file (`mod log;`): `log::X` is a path
     // into `m/log`.
@@ -207,9 +218,15 @@ fn paths(m: &ModPath, src: &str) -> Vec<Vec<String>> {
     let mut inline: Vec<usize> = Vec::new();
     let mut depth = 0usize;
     let mut cfg_test = false;
+    let mut reexport = false;
     let mut i = 0;
     while i < t.len() {
         let tok = t[i].as_str();
+        if tok == "use" && i > 0 && (t[i - 1] == "pub" || t[i - 1] == ")") {
+            reexport = true;
+        } else if tok == ";" {
+            reexport = false;
+        }
         match tok {
             "#" if t.get(i + 1).map(String::as_str) == Some("[") => {
                 let end = close(&t, i + 1);
@@ -260,6 +277,9 @@ fn paths(m: &ModPath, src: &str) -> Vec<Vec<String>> {
                 if ups <= inline.len() {
                     continue; // within this file
                 }
+                if ups - inline.len() > m.len() {
+                    continue; // outside the crate's files (a macro's body)
+                }
                 base = m[..m.len() - (ups - inline.len())].to_vec();
                 rest = &p[ups..];
             } else if inline.is_empty() {
@@ -269,7 +289,7 @@ fn paths(m: &ModPath, src: &str) -> Vec<Vec<String>> {
             }
             let mut full = base;
             full.extend(rest.iter().cloned());
-            out.push(full);
+            out.push((full, reexport));
         }
         i = after;
     }
@@ -277,11 +297,12 @@ fn paths(m: &ModPath, src: &str) -> Vec<Vec<String>> {
 }
 
 /// The module a path names: its longest prefix that is a module file,
-/// through `lib.rs`'s re-exports (`crate::Database` is `db`'s).
+/// through the re-exports of the module it stops at (`crate::Database` is
+/// `db`'s when `lib.rs` has `pub use db::Database`).
 fn resolve(
     p: &[String],
     mods: &BTreeMap<ModPath, String>,
-    reexports: &BTreeMap<String, ModPath>,
+    reexports: &BTreeMap<(ModPath, String), ModPath>,
 ) -> Option<ModPath> {
     let mut cur: ModPath = Vec::new();
     for seg in p {
@@ -289,8 +310,8 @@ fn resolve(
         next.push(seg.clone());
         if mods.contains_key(&next) {
             cur = next;
-        } else if cur.is_empty() {
-            return reexports.get(seg).cloned();
+        } else if let Some(to) = reexports.get(&(cur.clone(), seg.clone())) {
+            return Some(to.clone());
         } else {
             break;
         }
@@ -299,23 +320,30 @@ fn resolve(
 }
 
 /// Module → the modules it depends on.
-fn graph() -> BTreeMap<ModPath, BTreeSet<ModPath>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn graph(src: &Path) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
     let mut mods = BTreeMap::new();
-    files(&src, &Vec::new(), &mut mods);
-    let root: ModPath = Vec::new();
-    // `pub use db::{Database, …};` in lib.rs: Database → db.
+    files(src, &Vec::new(), &mut mods);
+    // `pub use db::{Database, …};` in lib.rs: Database → db; likewise
+    // `pub use engine::Bohm;` in bohm/mod.rs: bohm's Bohm → bohm/engine.
     let mut reexports = BTreeMap::new();
-    for p in paths(&root, &mods[&root]) {
-        if p.len() == 2 && mods.contains_key(&p[..1]) {
-            reexports.insert(p[1].clone(), p[..1].to_vec());
+    for (m, src) in &mods {
+        for p in paths(m, src) {
+            let Some((last, dir)) = p.split_last() else {
+                continue;
+            };
+            if dir.len() == m.len() + 1 && dir.starts_with(m) && mods.contains_key(dir) {
+                reexports.insert((m.clone(), last.clone()), dir.to_vec());
+            }
         }
     }
     let mut g = BTreeMap::new();
     for (m, src) in mods.iter().filter(|(m, _)| !m.is_empty()) {
-        let deps: BTreeSet<ModPath> = paths(m, src)
+        // A module's re-export of its own child's item only names it in
+        // the module's namespace: not a use, so not an edge.
+        let deps: BTreeSet<ModPath> = paths_marked(m, src)
             .iter()
-            .filter_map(|p| resolve(p, &mods, &reexports))
+            .filter(|(p, re)| !(*re && p.len() > m.len() + 1 && p.starts_with(m)))
+            .filter_map(|(p, _)| resolve(p, &mods, &reexports))
             .filter(|d| d != m)
             .collect();
         g.insert(m.clone(), deps);
@@ -354,12 +382,18 @@ fn cycle(g: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Option<Vec<ModPath>> {
         .find_map(|m| visit(m, g, &mut done, &mut Vec::new()))
 }
 
-#[test]
-fn modules_form_a_dag() {
-    let g = graph();
+/// Check crate `dir` (under `crates/`): fails on a module cycle, else
+/// prints the modules by layer (layer 0 depends on no other module; each
+/// other module sits one layer above the highest module it uses).
+fn check_crate(dir: &str, expect: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(dir)
+        .join("src");
+    let g = graph(&src);
     assert!(
-        g.contains_key(&vec!["txn".to_string()]),
-        "found the sources"
+        g.contains_key(&expect.split('/').map(String::from).collect::<ModPath>()),
+        "found {dir}'s sources (its module {expect})"
     );
     if let Some(c) = cycle(&g) {
         for (m, deps) in &g {
@@ -367,10 +401,8 @@ fn modules_form_a_dag() {
             println!("{:<20} {}", name(m), deps.join(" "));
         }
         let names: Vec<String> = c.iter().map(|m| name(m)).collect();
-        panic!("module cycle: {}", names.join(" → "));
+        panic!("{dir}: module cycle: {}", names.join(" → "));
     }
-    // Layer 0 depends on no other module; each other module sits one
-    // layer above the highest module it depends on.
     let mut layer: BTreeMap<ModPath, usize> = BTreeMap::new();
     while layer.len() < g.len() {
         for (m, deps) in &g {
@@ -387,11 +419,35 @@ fn modules_form_a_dag() {
         }
     }
     let top = layer.values().copied().max().unwrap_or(0);
-    println!("layer  module               depends on");
+    println!("{dir}:\nlayer  module               depends on");
     for l in (0..=top).rev() {
         for (m, _) in layer.iter().filter(|(_, &x)| x == l) {
             let deps: Vec<String> = g[m].iter().map(|d| name(d)).collect();
             println!("{l:>5}  {:<20} {}", name(m), deps.join(" "));
         }
     }
+}
+
+/// One test per crate, each naming a module it must find (so a moved
+/// source tree fails rather than passes empty).
+macro_rules! crates {
+    ($($test:ident: $dir:literal has $module:literal;)*) => {$(
+        #[test]
+        fn $test() {
+            check_crate($dir, $module);
+        }
+    )*};
+}
+
+crates! {
+    api_modules_form_a_dag: "api" has "tx";
+    index_modules_form_a_dag: "index" has "tree";
+    storage_modules_form_a_dag: "storage" has "segments";
+    silo_modules_form_a_dag: "granary" has "txn";
+    protocols_modules_form_a_dag: "protocols" has "deuteronomy/tc";
+    check_modules_form_a_dag: "check" has "history";
+    conformance_modules_form_a_dag: "conformance" has "support";
+    workloads_modules_form_a_dag: "workloads" has "tpcc";
+    cli_modules_form_a_dag: "cli" has "designs";
+    etcd_modules_form_a_dag: "etcd" has "dc";
 }

@@ -30,11 +30,12 @@ use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
 use std::ptr::NonNull;
 
-use crate::key::{compare, compare_tie, make_stored, stored_bytes, word_of, Retired, SearchKey};
+use crate::key::{compare, compare_tie, make_stored, stored_bytes, word_of, SearchKey};
 use crate::node::{
     prefetch, Header, Inner, Leaf, INNER_WIDTH, LEAF_WIDTH, PREFIX_WORDS, UNUSED_SLICE,
 };
 use crate::point::PointIndex;
+use crate::retired::Retired;
 use crate::sync::{spin, AtomicPtr, AtomicU64, Ordering};
 use crate::version::{is_deleted, NodeVersion};
 

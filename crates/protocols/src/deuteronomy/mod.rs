@@ -15,6 +15,9 @@
 //!   transactions whose versions are their redo records in the log, and
 //!   scans over an ordered index per table (see its notes for what is
 //!   not built yet).
+//! * `shared`: the state the TC shares with its threads (tables, the
+//!   MVCC hash table, the log, the DC, the transaction table), its
+//!   configuration and counters: below both `tc` and `proxy`.
 //! * `proxy`: §4's TC Proxy, which applies committed operations to the
 //!   data component and recycles log buffers.
 //! * [`dc`]: the data component interface, and its in-memory back end;
@@ -45,4 +48,5 @@ pub mod disk;
 mod logrec;
 mod proxy;
 mod recover;
+mod shared;
 pub mod tc;

@@ -41,7 +41,7 @@ use std::sync::Mutex;
 use super::dc::Op;
 use super::log::Lsn;
 use super::logrec::{kind_and_ts, VersionHeader, ABORT, COMMIT, HEADER, OUTCOME, VERSION};
-use super::tc::Shared;
+use super::shared::{Flaw, Shared};
 use granary_storage::segments::SegmentLog;
 
 /// The most operations per DC batch (a disk DC's batch is a write
@@ -307,7 +307,7 @@ fn apply<'s>(
         return Ok(());
     }
     let oat = match s.flaw {
-        super::tc::Flaw::ApplyAtOnce => u64::MAX,
+        Flaw::ApplyAtOnce => u64::MAX,
         _ => s.oat(),
     };
     let mut done = 0;

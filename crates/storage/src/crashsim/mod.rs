@@ -161,14 +161,10 @@ fn mutant_drops(path: &Path, dir: bool) -> bool {
         p.file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("log."))
     };
-    let segment = |p: &Path| {
-        p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(crate::segments::PREFIX))
-    };
     if dir {
         m == Mutant::LogDirSync as u8 && in_log(path)
     } else {
-        m == Mutant::LogFileSync as u8 && (path.parent().is_some_and(in_log) || segment(path))
+        m == Mutant::LogFileSync as u8 && path.parent().is_some_and(in_log)
     }
 }
 
@@ -292,6 +288,16 @@ pub fn synced_dir(path: &Path) {
         return;
     }
     record(path, || Op::SyncDir {
+        path: path.to_path_buf(),
+    });
+}
+
+/// `synced` for a segment log's file (its own mutant).
+pub fn synced_log_file(path: &Path) {
+    if mutant_is(Mutant::LogFileSync) {
+        return;
+    }
+    record(path, || Op::Sync {
         path: path.to_path_buf(),
     });
 }
