@@ -19,16 +19,16 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
-use std::ops::Bound;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use granary_api::{AbortReason, Engine, Error, TableId, Tx, TxRunner};
+use granary_api::{AbortReason, Engine, Error, Tx, TxRunner};
 use granary_etcd::{EtcdDc, EtcdServer};
 use granary_protocols::deuteronomy::tc::{self, Tc};
+use granary_workloads::ledger::Ledger;
 use granary_workloads::replay::seed;
 use granary_workloads::rng::Rng;
 
@@ -51,11 +51,8 @@ fn open(dir: &Path, server: &EtcdServer, retry_ms: u64) -> Tc {
     Tc::open(config(), dir, Box::new(dc)).expect("open").0
 }
 
-fn tables(tc: &Tc) -> (TableId, TableId) {
-    (
-        tc.open_table("accounts").unwrap(),
-        tc.open_table("transfers").unwrap(),
-    )
+fn ledger(tc: &Tc) -> Ledger {
+    Ledger::open(tc, ACCOUNTS, INITIAL).unwrap()
 }
 
 fn int(v: &[u8]) -> i64 {
@@ -81,18 +78,10 @@ fn clear(e: &Error) -> bool {
 /// Load, then run transfers on 2 threads and audits on a third while
 /// `outages` (up, down) happen to `server`; stop at the first error.
 fn run(tc: &Tc, server: &mut EtcdServer, seed: u64, outages: &[(u64, u64)]) -> Seen {
-    let (accounts, transfers) = tables(tc);
+    let ledger = ledger(tc);
+    let accounts = ledger.accounts;
     let mut r = tc.runner().unwrap();
-    while r
-        .try_run(|tx| {
-            for a in 0..ACCOUNTS {
-                tx.put(accounts, &a.to_be_bytes(), &INITIAL.to_le_bytes())?;
-            }
-            Ok(())
-        })
-        .unwrap()
-        .is_err()
-    {}
+    while r.try_run(|tx| ledger.load(tx)).unwrap().is_err() {}
     drop(r);
     let stop = AtomicBool::new(false);
     let seen = Mutex::new(Seen::default());
@@ -103,7 +92,7 @@ fn run(tc: &Tc, server: &mut EtcdServer, seed: u64, outages: &[(u64, u64)]) -> S
     };
     std::thread::scope(|s| {
         for thread in 0..2u64 {
-            let (stop, seen) = (&stop, &seen);
+            let (stop, seen, ledger) = (&stop, &seen, &ledger);
             s.spawn(move || {
                 let mut r = tc.runner().unwrap();
                 let mut rng = Rng::new(seed, 1 + thread);
@@ -118,17 +107,7 @@ fn run(tc: &Tc, server: &mut EtcdServer, seed: u64, outages: &[(u64, u64)]) -> S
                         rng.below(ACCOUNTS as u64) as u32,
                     );
                     let amount = 1 + rng.below(50) as i64;
-                    let done = r.try_run(|tx| {
-                        let x = int(tx.get(accounts, &a.to_be_bytes())?.expect("loaded"));
-                        tx.put(accounts, &a.to_be_bytes(), &(x - amount).to_le_bytes())?;
-                        let y = int(tx.get(accounts, &b.to_be_bytes())?.expect("loaded"));
-                        tx.put(accounts, &b.to_be_bytes(), &(y + amount).to_le_bytes())?;
-                        let mut row = Vec::new();
-                        row.extend_from_slice(&a.to_le_bytes());
-                        row.extend_from_slice(&b.to_le_bytes());
-                        row.extend_from_slice(&amount.to_le_bytes());
-                        tx.insert(transfers, &id.to_be_bytes(), &row)
-                    });
+                    let done = r.try_run(|tx| ledger.transfer(tx, id, a, b, amount));
                     match done {
                         Ok(Ok(())) => pending.push_back((r.durable_token(), id)),
                         // The log is full while the proxy waits for etcd.
@@ -197,45 +176,23 @@ fn run(tc: &Tc, server: &mut EtcdServer, seed: u64, outages: &[(u64, u64)]) -> S
 /// against what was acknowledged.
 fn verify(dir: &Path, server: &EtcdServer, acked: &HashSet<u64>, seed: u64) {
     let tc = open(dir, server, 10_000);
-    let (accounts, transfers) = tables(&tc);
+    let ledger = ledger(&tc);
     let mut r = tc.runner().unwrap();
-    let (balances, rows) = r
-        .try_run(|tx| {
-            let mut balances = HashMap::new();
-            for a in 0..ACCOUNTS {
-                balances.insert(a, int(tx.get(accounts, &a.to_be_bytes())?.expect("loaded")));
-            }
-            let mut rows = Vec::new();
-            tx.scan(
-                transfers,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                usize::MAX,
-                false,
-                |k, v| {
-                    rows.push((
-                        u64::from_be_bytes(k.try_into().expect("8")),
-                        u32::from_le_bytes(v[0..4].try_into().expect("4")),
-                        u32::from_le_bytes(v[4..8].try_into().expect("4")),
-                        int(&v[8..16]),
-                    ));
-                    true
-                },
-            )?;
-            Ok((balances, rows))
-        })
+    let state = r
+        .try_run(|tx| ledger.read(tx))
         .expect("verify")
         .expect("nothing else runs");
-    let present: HashSet<u64> = rows.iter().map(|r| r.0).collect();
-    let missing = acked.iter().filter(|id| !present.contains(id)).count();
-    assert_eq!(missing, 0, "seed {seed}: acknowledged transfers are gone");
-    let mut expect: HashMap<u32, i64> = (0..ACCOUNTS).map(|a| (a, INITIAL)).collect();
-    for &(_, a, b, amount) in &rows {
-        assert!(amount > 0 && amount <= 50, "seed {seed}: row values");
-        *expect.get_mut(&a).unwrap() -= amount;
-        *expect.get_mut(&b).unwrap() += amount;
+    assert!(
+        state
+            .receipts
+            .iter()
+            .all(|r| r.amount > 0 && r.amount <= 50),
+        "seed {seed}: row values"
+    );
+    if let Err(e) = state.audit(&ledger, true, acked) {
+        panic!("seed {seed}: {e}");
     }
-    assert_eq!(balances, expect, "seed {seed}: balances and rows disagree");
+    let rows = &state.receipts;
     eprintln!(
         "reopened: {} rows, all {} acknowledged present",
         rows.len(),

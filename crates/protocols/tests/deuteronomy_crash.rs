@@ -21,16 +21,16 @@
 //! only approximately); `GRANARY_STRESS=n` runs n × 20 cycles. On failure
 //! the directory is kept and its path printed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::ops::Bound;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use granary_api::{Engine, TableId, Tx, TxRunner};
+use granary_api::{Engine, TxRunner};
 use granary_protocols::deuteronomy::disk::DiskDc;
 use granary_protocols::deuteronomy::tc::{self, Tc};
+use granary_workloads::ledger::Ledger;
 use granary_workloads::replay::{seed, stress};
 use granary_workloads::rng::Rng;
 
@@ -62,19 +62,8 @@ fn open(dir: &Path, mutant: bool) -> (Tc, tc::Recovery) {
     Tc::open(config(), dir, Box::new(dc)).expect("open")
 }
 
-fn tables(tc: &Tc) -> (TableId, TableId) {
-    (
-        tc.open_table("accounts").expect("accounts"),
-        tc.open_table("transfers").expect("transfers"),
-    )
-}
-
-fn account(a: u32) -> [u8; 4] {
-    a.to_be_bytes()
-}
-
-fn int(v: &[u8]) -> i64 {
-    i64::from_le_bytes(v.try_into().expect("8 bytes"))
+fn ledger(tc: &Tc) -> Ledger {
+    Ledger::open(tc, ACCOUNTS, INITIAL).expect("the ledger's tables")
 }
 
 /// The child: recover, load once, transfer until killed.
@@ -87,26 +76,14 @@ fn child_entry() {
     let dir = Path::new(&dir);
     let (tc, rec) = open(dir, std::env::var(MUTANT).is_ok());
     println!("{TAG} RECOVERED {rec:?}");
-    let (accounts, transfers) = tables(&tc);
+    let ledger = ledger(&tc);
     let mut r = tc.runner().unwrap();
     // Nothing conflicts with the load, but the TC may shed load: retry.
-    while r
-        .try_run(|tx| {
-            if tx.get(accounts, b"loaded")?.is_none() {
-                for a in 0..ACCOUNTS {
-                    tx.put(accounts, &account(a), &INITIAL.to_le_bytes())?;
-                }
-                tx.put(accounts, b"loaded", b"1")?;
-            }
-            Ok(())
-        })
-        .unwrap()
-        .is_err()
-    {}
+    while r.try_run(|tx| ledger.load(tx)).unwrap().is_err() {}
     drop(r);
     std::thread::scope(|s| {
         for thread in 0..2u64 {
-            let tc = &tc;
+            let (tc, ledger) = (&tc, &ledger);
             s.spawn(move || {
                 let mut r = tc.runner().unwrap();
                 let mut rng = Rng::new(cycle, thread);
@@ -119,17 +96,7 @@ fn child_entry() {
                     );
                     let amount = 1 + rng.below(50) as i64;
                     let done = r
-                        .try_run(|tx| {
-                            let x = int(tx.get(accounts, &account(a))?.expect("loaded"));
-                            tx.put(accounts, &account(a), &(x - amount).to_le_bytes())?;
-                            let y = int(tx.get(accounts, &account(b))?.expect("loaded"));
-                            tx.put(accounts, &account(b), &(y + amount).to_le_bytes())?;
-                            let mut row = Vec::new();
-                            row.extend_from_slice(&a.to_le_bytes());
-                            row.extend_from_slice(&b.to_le_bytes());
-                            row.extend_from_slice(&amount.to_le_bytes());
-                            tx.insert(transfers, &id.to_be_bytes(), &row)
-                        })
+                        .try_run(|tx| ledger.transfer(tx, id, a, b, amount))
                         .expect("no engine error");
                     if done.is_ok() {
                         pending.push_back((r.durable_token(), id));
@@ -149,63 +116,13 @@ fn child_entry() {
 /// nothing is there in part.
 fn verify(dir: &Path, acked: &HashSet<u64>, mutant: bool) -> Result<tc::Recovery, String> {
     let (tc, rec) = open(dir, mutant);
-    let (accounts, transfers) = tables(&tc);
+    let ledger = ledger(&tc);
     let mut r = tc.runner().unwrap();
-    let out = r
-        .try_run(|tx| {
-            let mut balances = HashMap::new();
-            let loaded = tx.get(accounts, b"loaded")?.is_some();
-            for a in 0..ACCOUNTS {
-                if let Some(v) = tx.get(accounts, &account(a))? {
-                    balances.insert(a, int(v));
-                }
-            }
-            let mut rows = Vec::new();
-            tx.scan(
-                transfers,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                usize::MAX,
-                false,
-                |k, v| {
-                    rows.push((
-                        u64::from_be_bytes(k.try_into().expect("8")),
-                        u32::from_le_bytes(v[0..4].try_into().expect("4")),
-                        u32::from_le_bytes(v[4..8].try_into().expect("4")),
-                        int(&v[8..16]),
-                    ));
-                    true
-                },
-            )?;
-            Ok((loaded, balances, rows))
-        })
+    let state = r
+        .try_run(|tx| ledger.read(tx))
         .map_err(|e| format!("verify: {e}"))?
         .map_err(|e| format!("verify conflicted: {e:?}"))?;
-    let (loaded, balances, rows) = out;
-    let present: HashSet<u64> = rows.iter().map(|r| r.0).collect();
-    if let Some(missing) = acked.iter().find(|id| !present.contains(id)) {
-        return Err(format!("acknowledged transfer {missing:#x} is gone"));
-    }
-    if !loaded {
-        return match (balances.is_empty(), rows.is_empty()) {
-            (true, true) => Ok(rec),
-            _ => Err("accounts or transfers without a completed load".into()),
-        };
-    }
-    let mut expect: HashMap<u32, i64> = (0..ACCOUNTS).map(|a| (a, INITIAL)).collect();
-    for &(_, a, b, amount) in &rows {
-        *expect.get_mut(&a).unwrap() -= amount;
-        *expect.get_mut(&b).unwrap() += amount;
-    }
-    for a in 0..ACCOUNTS {
-        if balances.get(&a) != expect.get(&a) {
-            return Err(format!(
-                "account {a} holds {:?}, but its transfer rows say {:?}: a transfer is there in part",
-                balances.get(&a),
-                expect.get(&a)
-            ));
-        }
-    }
+    state.audit(&ledger, false, acked)?;
     Ok(rec)
 }
 

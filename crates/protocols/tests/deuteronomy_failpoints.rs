@@ -9,14 +9,14 @@
 //! storage layer's own test: it needs 64 MiB segments to happen here.)
 #![cfg(feature = "failpoints")]
 
-use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use granary_api::{Engine, Error, TableId, Tx, TxRunner};
+use granary_api::{Engine, Error, TxRunner};
 use granary_protocols::deuteronomy::dc::MemoryDc;
 use granary_protocols::deuteronomy::tc::{self, Tc};
+use granary_workloads::ledger::Ledger;
 
 const ACCOUNTS: u32 = 8;
 const INITIAL: i64 = 1000;
@@ -62,15 +62,8 @@ fn open(dir: &Path) -> Result<Tc, Error> {
     Tc::open(tc::Config::default(), dir, Box::new(MemoryDc::new())).map(|(tc, _)| tc)
 }
 
-fn tables(tc: &Tc) -> (TableId, TableId) {
-    (
-        tc.open_table("accounts").expect("accounts"),
-        tc.open_table("transfers").expect("transfers"),
-    )
-}
-
-fn int(v: &[u8]) -> i64 {
-    i64::from_le_bytes(v.try_into().expect("8 bytes"))
+fn ledger(tc: &Tc) -> Ledger {
+    Ledger::open(tc, ACCOUNTS, INITIAL).expect("the ledger's tables")
 }
 
 /// Fail `point` from its `hit`-th pass on.
@@ -87,22 +80,14 @@ fn arm(point: &str, hit: u32) {
 /// the error, if any. Acknowledged: the durable token was reached while
 /// the TC still answered.
 fn work(tc: &Tc, round: u64, limit: Duration) -> (BTreeSet<u64>, Option<Error>) {
-    let (accounts, transfers) = tables(tc);
+    let ledger = ledger(tc);
     let mut r = tc.runner().unwrap();
     let mut acked = BTreeSet::new();
     let mut pending = std::collections::VecDeque::new();
     let t0 = Instant::now();
     let mut n = 0u64;
     let mut failed = None;
-    let loaded = r.try_run(|tx| {
-        if tx.get(accounts, b"loaded")?.is_none() {
-            for a in 0..ACCOUNTS {
-                tx.put(accounts, &a.to_be_bytes(), &INITIAL.to_le_bytes())?;
-            }
-            tx.put(accounts, b"loaded", b"1")?;
-        }
-        Ok(())
-    });
+    let loaded = r.try_run(|tx| ledger.load(tx));
     if let Err(e) = loaded {
         return (acked, Some(e));
     }
@@ -110,15 +95,7 @@ fn work(tc: &Tc, round: u64, limit: Duration) -> (BTreeSet<u64>, Option<Error>) 
         let id = round << 32 | n;
         let (a, b) = ((n % 8) as u32, ((n * 3 + 1) % 8) as u32);
         n += 1;
-        let done = r.try_run(|tx| {
-            let x = int(tx.get(accounts, &a.to_be_bytes())?.expect("loaded"));
-            tx.put(accounts, &a.to_be_bytes(), &(x - 5).to_le_bytes())?;
-            let y = int(tx.get(accounts, &b.to_be_bytes())?.expect("loaded"));
-            tx.put(accounts, &b.to_be_bytes(), &(y + 5).to_le_bytes())?;
-            let mut row = a.to_le_bytes().to_vec();
-            row.extend_from_slice(&b.to_le_bytes());
-            tx.insert(transfers, &id.to_be_bytes(), &row)
-        });
+        let done = r.try_run(|tx| ledger.transfer(tx, id, a, b, 5));
         match done {
             Ok(Ok(())) => pending.push_back((r.durable_token(), id)),
             Ok(Err(_)) => {}
@@ -136,50 +113,17 @@ fn work(tc: &Tc, round: u64, limit: Duration) -> (BTreeSet<u64>, Option<Error>) 
 }
 
 /// Reopen without failures: every acknowledged transfer is there, each
-/// balance matches the transfer rows, and the TC takes new work.
+/// balance matches the receipts, and the TC takes new work.
 fn verify(dir: &Path, acked: &BTreeSet<u64>, ctx: &str) {
     let tc = open(dir).unwrap_or_else(|e| panic!("{ctx}: reopening failed: {e}"));
-    let (accounts, transfers) = tables(&tc);
+    let ledger = ledger(&tc);
     let mut r = tc.runner().unwrap();
-    let (balances, rows) = r
-        .try_run(|tx| {
-            let mut balances = HashMap::new();
-            for a in 0..ACCOUNTS {
-                if let Some(v) = tx.get(accounts, &a.to_be_bytes())? {
-                    balances.insert(a, int(v));
-                }
-            }
-            let mut rows = Vec::new();
-            tx.scan(
-                transfers,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                usize::MAX,
-                false,
-                |k, v| {
-                    rows.push((
-                        u64::from_be_bytes(k.try_into().expect("8")),
-                        u32::from_le_bytes(v[0..4].try_into().expect("4")),
-                        u32::from_le_bytes(v[4..8].try_into().expect("4")),
-                    ));
-                    true
-                },
-            )?;
-            Ok((balances, rows))
-        })
+    let state = r
+        .try_run(|tx| ledger.read(tx))
         .unwrap_or_else(|e| panic!("{ctx}: reading back: {e}"))
         .unwrap_or_else(|e| panic!("{ctx}: reading back conflicted: {e:?}"));
-    let present: BTreeSet<u64> = rows.iter().map(|r| r.0).collect();
-    if let Some(gone) = acked.iter().find(|id| !present.contains(id)) {
-        panic!("{ctx}: acknowledged transfer {gone:#x} is gone");
-    }
-    if !balances.is_empty() {
-        let mut expect: HashMap<u32, i64> = (0..ACCOUNTS).map(|a| (a, INITIAL)).collect();
-        for &(_, a, b) in &rows {
-            *expect.get_mut(&a).unwrap() -= 5;
-            *expect.get_mut(&b).unwrap() += 5;
-        }
-        assert_eq!(balances, expect, "{ctx}: a transfer is there in part");
+    if let Err(e) = state.audit(&ledger, false, acked) {
+        panic!("{ctx}: {e}");
     }
     let (more, err) = work(&tc, 99, Duration::from_millis(200));
     assert!(err.is_none(), "{ctx}: after reopening: {err:?}");
@@ -206,7 +150,7 @@ fn log_failures_poison_and_lose_nothing() {
             let ctx = format!("{point} failing at hit {hit}");
             let s = Scratch::new(&format!("{point}-{hit}"));
             let tc = open(&s.0).unwrap();
-            let _ = tables(&tc);
+            let _ = ledger(&tc);
             arm(point, hit);
             let (acked, err) = work(&tc, 2, Duration::from_secs(5));
             let err = err.unwrap_or_else(|| panic!("{ctx}: the failure never surfaced"));
@@ -237,7 +181,7 @@ fn table_name_failures_fail_the_table_and_lose_nothing() {
         let ctx = format!("creating a table with {point} failing");
         let s = Scratch::new(point);
         let tc = open(&s.0).unwrap();
-        let _ = tables(&tc);
+        let _ = ledger(&tc);
         let (mut acked, err) = work(&tc, 1, Duration::from_millis(20));
         assert!(err.is_none(), "{ctx}: {err:?}");
         // A table's creation writes the names; the log is quiet meanwhile
@@ -282,7 +226,7 @@ fn open_failures_fail_open_and_lose_nothing() {
     let s = Scratch::new("segment-cut");
     let acked = {
         let tc = open(&s.0).unwrap();
-        let _ = tables(&tc);
+        let _ = ledger(&tc);
         let (acked, err) = work(&tc, 1, Duration::from_millis(30));
         assert!(err.is_none(), "{ctx}: {err:?}");
         acked

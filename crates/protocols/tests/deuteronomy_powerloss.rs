@@ -16,17 +16,17 @@
 //! `GRANARY_STRESS=n` runs n rounds with different seeds.
 #![cfg(feature = "crashsim")]
 
-use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use granary_api::{Engine, TableId, Tx, TxRunner};
+use granary_api::{Engine, TxRunner};
 use granary_protocols::deuteronomy::dc::MemoryDc;
 use granary_protocols::deuteronomy::tc::{self, Tc};
 use granary_storage::crashsim::model::Disk;
 use granary_storage::crashsim::{self, Mutant, Op};
+use granary_workloads::ledger::Ledger;
 use granary_workloads::replay::{seed, stress};
 use granary_workloads::rng::Rng;
 
@@ -50,38 +50,15 @@ fn open(dir: &Path) -> Result<Tc, String> {
         .map_err(|e| format!("recovery failed: {e}"))
 }
 
-fn tables(tc: &Tc) -> (TableId, TableId) {
-    (
-        tc.open_table("accounts").expect("accounts"),
-        tc.open_table("transfers").expect("transfers"),
-    )
-}
-
-fn account(a: u32) -> [u8; 4] {
-    a.to_be_bytes()
-}
-
-fn int(v: &[u8]) -> i64 {
-    i64::from_le_bytes(v.try_into().expect("8 bytes"))
+fn ledger(tc: &Tc) -> Ledger {
+    Ledger::open(tc, ACCOUNTS, INITIAL).expect("the ledger's tables")
 }
 
 /// Load the accounts once (marked `LOADED` when durable).
 fn load(tc: &Tc) {
-    let (accounts, _) = tables(tc);
+    let ledger = ledger(tc);
     let mut r = tc.runner().unwrap();
-    while r
-        .try_run(|tx| {
-            if tx.get(accounts, b"loaded")?.is_none() {
-                for a in 0..ACCOUNTS {
-                    tx.put(accounts, &account(a), &INITIAL.to_le_bytes())?;
-                }
-                tx.put(accounts, b"loaded", b"1")?;
-            }
-            Ok(())
-        })
-        .unwrap()
-        .is_err()
-    {}
+    while r.try_run(|tx| ledger.load(tx)).unwrap().is_err() {}
     let token = r.durable_token();
     while tc.durable_epoch().unwrap() < token {
         std::thread::sleep(Duration::from_micros(200));
@@ -92,11 +69,11 @@ fn load(tc: &Tc) {
 /// Transfers on two threads until `during` returns; each one, once
 /// durable, is marked with its id. `round` keeps ids unique.
 fn transfer(tc: &Tc, seed: u64, round: u64, during: impl FnOnce()) {
-    let (accounts, transfers) = tables(tc);
+    let ledger = ledger(tc);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for thread in 0..2u64 {
-            let stop = &stop;
+            let (stop, ledger) = (&stop, &ledger);
             s.spawn(move || {
                 let mut r = tc.runner().unwrap();
                 let mut rng = Rng::new(seed ^ round, thread);
@@ -110,17 +87,7 @@ fn transfer(tc: &Tc, seed: u64, round: u64, during: impl FnOnce()) {
                         let b = rng.below(u64::from(ACCOUNTS)) as u32;
                         let amount = 1 + rng.below(50) as i64;
                         let done = r
-                            .try_run(|tx| {
-                                let x = int(tx.get(accounts, &account(a))?.expect("loaded"));
-                                tx.put(accounts, &account(a), &(x - amount).to_le_bytes())?;
-                                let y = int(tx.get(accounts, &account(b))?.expect("loaded"));
-                                tx.put(accounts, &account(b), &(y + amount).to_le_bytes())?;
-                                let mut row = Vec::new();
-                                row.extend_from_slice(&a.to_le_bytes());
-                                row.extend_from_slice(&b.to_le_bytes());
-                                row.extend_from_slice(&amount.to_le_bytes());
-                                tx.insert(transfers, &id.to_be_bytes(), &row)
-                            })
+                            .try_run(|tx| ledger.transfer(tx, id, a, b, amount))
                             .expect("no engine error");
                         if done.is_ok() {
                             pending.push_back((r.durable_token(), id));
@@ -165,69 +132,14 @@ fn journaled_run(root: &Path, seed: u64) -> Vec<Op> {
 
 /// Check a recovered TC against the acknowledged marks.
 fn check(tc: &Tc, acked: &BTreeSet<u64>) -> Result<(), String> {
-    let (accounts, transfers) = tables(tc);
+    let ledger = ledger(tc);
     let mut r = tc.runner().unwrap();
-    let (loaded, balances, rows) = r
-        .try_run(|tx| {
-            let loaded = tx.get(accounts, b"loaded")?.is_some();
-            let mut balances = HashMap::new();
-            for a in 0..ACCOUNTS {
-                if let Some(v) = tx.get(accounts, &account(a))? {
-                    balances.insert(a, int(v));
-                }
-            }
-            let mut rows = Vec::new();
-            tx.scan(
-                transfers,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                usize::MAX,
-                false,
-                |k, v| {
-                    rows.push((
-                        u64::from_be_bytes(k.try_into().expect("8")),
-                        u32::from_le_bytes(v[0..4].try_into().expect("4")),
-                        u32::from_le_bytes(v[4..8].try_into().expect("4")),
-                        int(&v[8..16]),
-                    ));
-                    true
-                },
-            )?;
-            Ok((loaded, balances, rows))
-        })
+    let state = r
+        .try_run(|tx| ledger.read(tx))
         .map_err(|e| format!("reading back: {e}"))?
         .map_err(|e| format!("reading back conflicted: {e:?}"))?;
-    if acked.contains(&LOADED) && !loaded {
-        return Err("the acknowledged load is gone".into());
-    }
-    let present: BTreeSet<u64> = rows.iter().map(|r| r.0).collect();
-    if let Some(gone) = acked
-        .iter()
-        .find(|&&m| m != LOADED && !present.contains(&m))
-    {
-        return Err(format!("acknowledged transfer {gone:#x} is gone"));
-    }
-    if !loaded {
-        return match (balances.is_empty(), rows.is_empty()) {
-            (true, true) => Ok(()),
-            _ => Err("accounts or transfers without a completed load".into()),
-        };
-    }
-    let mut expect: HashMap<u32, i64> = (0..ACCOUNTS).map(|a| (a, INITIAL)).collect();
-    for &(_, a, b, amount) in &rows {
-        *expect.get_mut(&a).unwrap() -= amount;
-        *expect.get_mut(&b).unwrap() += amount;
-    }
-    for a in 0..ACCOUNTS {
-        if balances.get(&a) != expect.get(&a) {
-            return Err(format!(
-                "account {a} holds {:?}, but the transfer rows say {:?}: a transfer is there in part",
-                balances.get(&a),
-                expect.get(&a)
-            ));
-        }
-    }
-    Ok(())
+    let transfers = acked.iter().filter(|&&m| m != LOADED);
+    state.audit(&ledger, acked.contains(&LOADED), transfers)
 }
 
 /// Replay `journal` (of a run under `root`) against the model, cutting

@@ -61,6 +61,7 @@
 pub mod check;
 pub mod driver;
 pub mod fence;
+pub mod ledger;
 pub mod queue;
 pub mod record;
 pub mod replay;
