@@ -18,9 +18,9 @@
 //! [`Error::Corrupt`] rather than guess; a gap in the sequence, or a
 //! missing first segment, is [`Error::Missing`].
 //!
-//! Every write, sync, creation and deletion passes a failpoint
+//! Every write, sync, creation, deletion and cut passes a failpoint
 //! (`segment-write`, `segment-fsync`, `segment-create`, `segment-remove`,
-//! and `dir-fsync`) and reports to the power-loss journal.
+//! `segment-cut`, and `dir-fsync`) and reports to the power-loss journal.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
