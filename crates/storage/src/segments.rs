@@ -109,12 +109,9 @@ impl FrameHeader {
     }
 }
 
+/// `map_err` to [`Error::storage`]: `what` failed on `path`.
 fn storage<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Error + 'p {
-    move |source| Error::Storage {
-        what: what.to_string(),
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| Error::storage(what, path, source)
 }
 
 fn segment_name(first: u64) -> String {

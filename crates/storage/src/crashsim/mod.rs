@@ -8,8 +8,8 @@
 //! (or `fdatasync`) made durable survives, and a file created, renamed or
 //! removed survives only once its directory was fsynced. To test that, as
 //! redb's crash tests and the fault-injection environments of SQLite and
-//! LevelDB do, each file operation of `durable` calls a hook here after it
-//! succeeds. While the journal is armed for a root directory, the hooks
+//! LevelDB do, each file operation of a durable design calls a hook here
+//! after it succeeds. While the journal is armed for a root directory, the hooks
 //! record every operation under it, in order, with the bytes written. A
 //! test then replays the journal against a model disk that keeps two
 //! images, written and durable, and "crashes" at every sync point: it
@@ -103,10 +103,13 @@ mod journal {
 
     pub fn arm(root: &Path) {
         *JOURNAL.lock().expect("journal") = Some((root.to_path_buf(), Vec::new()));
+        // SeqCst: a test arms, then starts the engine's threads; plain
+        // test setup, so the strongest order costs nothing here.
         ARMED.store(true, Ordering::SeqCst);
     }
 
     pub fn disarm() -> Vec<Op> {
+        // SeqCst: as in `arm` (the journal itself is behind its mutex).
         ARMED.store(false, Ordering::SeqCst);
         JOURNAL
             .lock()
@@ -149,6 +152,7 @@ pub fn disarm() -> Vec<Op> {
 /// Leave a kind of sync out of the journal from now on (see [`Mutant`]).
 #[cfg(feature = "crashsim")]
 pub fn set_mutant(m: Mutant) {
+    // SeqCst: set between runs, before the engine starts (test setup).
     journal::MUTANT.store(m as u8, std::sync::atomic::Ordering::SeqCst);
 }
 
@@ -292,34 +296,34 @@ pub fn synced_dir(path: &Path) {
     });
 }
 
-/// `synced` for a segment log's file (its own mutant).
-pub fn synced_log_file(path: &Path) {
-    if mutant_is(Mutant::LogFileSync) {
+/// Record a file (`dir` false) or directory sync of `path` unless the
+/// mutant `m` is on.
+fn synced_unless(m: Mutant, path: &Path, dir: bool) {
+    if mutant_is(m) {
         return;
     }
-    record(path, || Op::Sync {
-        path: path.to_path_buf(),
+    record(path, || {
+        let path = path.to_path_buf();
+        match dir {
+            true => Op::SyncDir { path },
+            false => Op::Sync { path },
+        }
     });
+}
+
+/// `synced` for a segment log's file (its own mutant).
+pub fn synced_log_file(path: &Path) {
+    synced_unless(Mutant::LogFileSync, path, false);
 }
 
 /// `synced_dir` for a segment log's directory (its own mutant).
 pub fn synced_log_dir(path: &Path) {
-    if mutant_is(Mutant::LogDirSync) {
-        return;
-    }
-    record(path, || Op::SyncDir {
-        path: path.to_path_buf(),
-    });
+    synced_unless(Mutant::LogDirSync, path, true);
 }
 
 /// `synced_dir` for the parent of a directory just created.
 pub fn synced_new_dir(path: &Path) {
-    if mutant_is(Mutant::NewDirSync) {
-        return;
-    }
-    record(path, || Op::SyncDir {
-        path: path.to_path_buf(),
-    });
+    synced_unless(Mutant::NewDirSync, path, true);
 }
 
 #[cfg(feature = "crashsim")]
