@@ -1,6 +1,6 @@
 //! The state a TC shares with its threads ([`Shared`]): its tables, the
 //! MVCC hash table, the log, the read cache, the DC, the transaction table
-//! and the counters; the TC's [`Config`], and what it reports. `tc.rs`
+//! and the counters; the TC's [`Config`], and what it reports. `tc/`
 //! runs transactions over it; the TC Proxy (`proxy.rs`) applies, flushes
 //! and checkpoints through it.
 

@@ -1,7 +1,14 @@
 //! A transaction's scans: the TC's index and the DC merged in key
 //! order, a chunk from each at a time.
 
-use super::*;
+use std::ops::Bound;
+
+use granary_api::{TableId, TxError};
+
+use super::txn::{Miss, Txn};
+use crate::deuteronomy::shared::Table;
+use crate::deuteronomy::table::Item;
+use crate::reclaim::Pin;
 
 /// Keys a scan takes from each source per round.
 pub(super) const SCAN_CHUNK: usize = 64;

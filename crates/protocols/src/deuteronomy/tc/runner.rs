@@ -1,0 +1,108 @@
+//! A thread's handle on the TC: its slot in the transaction table, its
+//! buffers, and how each transaction's outcome is counted.
+
+use std::sync::Arc;
+
+use crate::deuteronomy::record::Version;
+use crate::deuteronomy::shared::{Shared, IDLE};
+use granary_api::{AbortReason, Error, Stats, TxError, TxRunner};
+
+use super::txn::{start, Arena, Ended, Txn};
+
+/// A thread's handle on the TC.
+pub struct Runner {
+    pub(super) s: Arc<Shared>,
+    /// Its slot in the transaction table.
+    pub(super) slot: usize,
+    pub(super) books: Books,
+    pub(super) parts: Parts,
+}
+
+/// What a runner keeps across its transactions.
+#[derive(Default)]
+pub(super) struct Books {
+    stats: Stats,
+    last_ts: u64,
+    /// The last transaction's durable token (an LSN past its commit).
+    token: u64,
+}
+
+/// A runner's buffers, lent to each transaction and reused.
+#[derive(Default)]
+pub(super) struct Parts {
+    /// The running transaction's versions.
+    pub(super) writes: Vec<*const Version>,
+    /// Scratch for a log record.
+    pub(super) record: Vec<u8>,
+    pub(super) arena: Arena,
+    /// Versions trimmed by the running transaction, freed at its end.
+    pub(super) trimmed: Vec<*mut Version>,
+}
+
+// SAFETY: the version pointers refer to items of the shared table, which
+// live as long as it; a runner is used by one thread at a time.
+unsafe impl Send for Runner {}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.s.slots[self.slot]
+            .ts
+            .store(IDLE, std::sync::atomic::Ordering::SeqCst);
+        self.s.claimed.lock().expect("claimed")[self.slot] = false;
+    }
+}
+
+impl Runner {
+    /// The runner of transaction-table slot `slot`, claimed for it.
+    pub(super) fn new(s: Arc<Shared>, slot: usize) -> Runner {
+        Runner {
+            s,
+            slot,
+            books: Books::default(),
+            parts: Parts::default(),
+        }
+    }
+}
+
+impl Books {
+    /// Count how a transaction ended, with what its body returned.
+    pub(super) fn tally<T>(
+        &mut self,
+        ended: Ended,
+        r: Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.token = ended.token;
+        ended.error.map_or(Ok(()), Err)?;
+        if r.is_ok() {
+            self.last_ts = ended.ts;
+        }
+        self.stats.record(r)
+    }
+}
+
+impl TxRunner for Runner {
+    type Tx<'a> = Txn<'a>;
+
+    fn try_run<T>(
+        &mut self,
+        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+    ) -> Result<Result<T, AbortReason>, Error> {
+        self.s.check_broken()?;
+        let mut tx = start(&self.s, self.slot, &mut self.parts, false);
+        let r = body(&mut tx);
+        let ended = tx.end(r.is_ok());
+        self.books.tally(ended, r)
+    }
+
+    fn last_commit_key(&self) -> u64 {
+        self.books.last_ts
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.books.stats
+    }
+
+    fn durable_token(&self) -> u64 {
+        self.books.token
+    }
+}
