@@ -197,11 +197,13 @@ pub trait Tx {
 ///
 /// ```ignore
 /// granary_api::forward_tx!(Session<'_>, s => &mut s.tx);
+/// // A session generic over its design's parameters:
+/// granary_api::forward_tx!([C: Certifier] Session<'_, C>, s => &mut s.tx);
 /// ```
 #[macro_export]
 macro_rules! forward_tx {
-    ($ty:ty, $s:ident => $inner:expr) => {
-        impl $crate::Tx for $ty {
+    ([$($gen:tt)*] $ty:ty, $s:ident => $inner:expr) => {
+        impl<$($gen)*> $crate::Tx for $ty {
             #[inline]
             fn get(
                 &mut self,
@@ -310,6 +312,9 @@ macro_rules! forward_tx {
                 $crate::Tx::scan($inner, t, lo, hi, limit, reverse, f)
             }
         }
+    };
+    ($ty:ty, $s:ident => $inner:expr) => {
+        $crate::forward_tx!([] $ty, $s => $inner);
     };
 }
 

@@ -23,9 +23,10 @@
 //!   spinlock per partition of the workload's partition key, taken in
 //!   order before the body runs, and per-partition trees touched only
 //!   under their lock.
-//! * [`mvcc::Mvcc`]: one multiversion store with a global timestamp
-//!   counter, run as Hekaton's optimistic serializable scheme or as
-//!   Snapshot Isolation (first updater wins, no read validation).
+//! * [`hekaton::Hekaton`] and [`si::Si`]: one multiversion store
+//!   ([`mvcc::Mvcc`], a global timestamp counter, first updater wins)
+//!   certified at commit by Hekaton's read validation, or by nothing
+//!   (Snapshot Isolation).
 //! * [`bohm::Bohm`]: BOHM: procedures sequenced into batches, planned by
 //!   concurrency-control threads that own key partitions, and run by
 //!   execution threads against the versions planned for them.
@@ -65,10 +66,12 @@
 pub mod bohm;
 mod catalog;
 pub mod deuteronomy;
+pub mod hekaton;
 pub mod mvcc;
 pub mod partitioned;
 mod reclaim;
 mod scan;
+pub mod si;
 mod sync;
 pub mod two_pl;
 mod value;

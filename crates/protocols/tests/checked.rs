@@ -9,7 +9,8 @@
 use granary_api::Engine;
 use granary_check::{check, AnomalyKind, Level};
 use granary_protocols::bohm::{Bohm, Config as BohmConfig};
-use granary_protocols::mvcc::{Isolation, Mvcc};
+use granary_protocols::hekaton::Hekaton;
+use granary_protocols::si::Si;
 use granary_protocols::two_pl::{TwoPl, Variant};
 use granary_workloads::check::{run_check, CheckConfig, CheckRun, CheckWorkload};
 
@@ -111,7 +112,7 @@ fn two_pl_ordered_is_serializable() {
 
 #[test]
 fn hekaton_is_serializable() {
-    serializable("hekaton", || Mvcc::new(Isolation::Serializable), true);
+    serializable("hekaton", Hekaton::new, true);
 }
 
 /// BOHM never aborts a procedure for a conflict: it orders them before
@@ -140,7 +141,7 @@ fn bohm_is_serializable() {
 fn si_is_snapshot_isolated_and_shows_write_skew() {
     let seed = seed();
     for w in CheckWorkload::ALL {
-        let run = record(&Mvcc::new(Isolation::Snapshot), w, seed);
+        let run = record(&Si::new(), w, seed);
         let report = check(&run.history, Level::SnapshotIsolation);
         assert!(
             report.is_ok(),
@@ -169,7 +170,7 @@ fn si_is_snapshot_isolated_and_shows_write_skew() {
                     round < 10,
                     "si (seed {seed}): no write skew found at serializable in 10 rounds"
                 );
-                run = record(&Mvcc::new(Isolation::Snapshot), w, seed + round);
+                run = record(&Si::new(), w, seed + round);
             }
         }
     }
@@ -185,7 +186,7 @@ fn the_hekaton_mutant_is_caught() {
     let seed = seed();
     for round in 0..10 {
         let run = record(
-            &Mvcc::mutant_skipping_validation(),
+            &Hekaton::mutant_skipping_validation(),
             CheckWorkload::WriteSkew,
             seed + round,
         );

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use granary_api::{AbortReason, Declared, Engine, TableId, Tx, TxError, TxRunner};
-use granary_protocols::mvcc::{Isolation, Mvcc};
+use granary_protocols::hekaton::Hekaton;
+use granary_protocols::si::Si;
 use granary_protocols::two_pl::{TwoPl, Variant};
 
 /// Runs `$f(name, db, args…)` on a fresh database of every runner design
@@ -18,8 +19,8 @@ macro_rules! each_design {
     ($f:ident $(, $arg:expr)*) => {{
         $f("2pl-ordered", TwoPl::new(Variant::Ordered) $(, $arg)*);
         $f("2pl-nowait", TwoPl::new(Variant::NoWait) $(, $arg)*);
-        $f("hekaton", Mvcc::new(Isolation::Serializable) $(, $arg)*);
-        $f("si", Mvcc::new(Isolation::Snapshot) $(, $arg)*);
+        $f("hekaton", Hekaton::new() $(, $arg)*);
+        $f("si", Si::new() $(, $arg)*);
     }};
 }
 

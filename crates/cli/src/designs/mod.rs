@@ -34,17 +34,16 @@ pub fn two_pl(
     }
 }
 
-/// The multiversion store at `isolation`, with point indexes if
-/// `--point-index`.
-pub fn mvcc(
+/// A design on the multiversion store (Hekaton or SI), with point
+/// indexes if `--point-index`.
+pub fn mvcc<C: granary_protocols::mvcc::Certifier>(
     opts: &EngineOptions<'_>,
-    isolation: granary_protocols::mvcc::Isolation,
-) -> granary_protocols::mvcc::Mvcc {
+) -> granary_protocols::mvcc::Mvcc<C> {
     use granary_protocols::mvcc::Mvcc;
     if opts.point_index {
-        Mvcc::with_point_index(isolation)
+        Mvcc::with_point_index()
     } else {
-        Mvcc::new(isolation)
+        Mvcc::new()
     }
 }
 
@@ -103,12 +102,11 @@ macro_rules! with_engine {
                 $body
             }
             $crate::protocol::Protocol::Hekaton => {
-                let $db =
-                    $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Serializable);
+                let $db = $crate::designs::mvcc::<granary_protocols::hekaton::Validation>(opts);
                 $body
             }
             $crate::protocol::Protocol::Si => {
-                let $db = $crate::designs::mvcc(opts, granary_protocols::mvcc::Isolation::Snapshot);
+                let $db = $crate::designs::mvcc::<granary_protocols::si::FirstUpdaterWins>(opts);
                 $body
             }
             $crate::protocol::Protocol::Bohm => {

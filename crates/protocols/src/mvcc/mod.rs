@@ -1,6 +1,7 @@
-//! Multiversion concurrency control on one global timestamp counter:
-//! Hekaton's optimistic serializable scheme (Larson et al., VLDB'12, as
-//! BOHM §4 runs it) and Snapshot Isolation, on the same version store.
+//! The multiversion store on one global timestamp counter that Hekaton's
+//! optimistic serializable scheme ([`crate::hekaton`]; Larson et al.,
+//! PVLDB 2011, as BOHM §4 runs it) and Snapshot Isolation ([`crate::si`])
+//! run on; each design is the store with its [`Certifier`].
 //!
 //! * **Versions.** Each key's versions form a chain, newest first. A
 //!   version has a begin and an end field, each either a timestamp or a
@@ -58,6 +59,7 @@
 //! transaction table), `txn`, `runner`, `gc`, `session`.
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,75 +99,89 @@ use shared::*;
 use txn::*;
 use version::*;
 
-/// Which isolation the store gives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isolation {
-    /// Hekaton's optimistic serializable scheme: read validation at commit.
-    Serializable,
-    /// Snapshot isolation: first updater wins, no read validation.
-    Snapshot,
+/// What a design on this store checks when a transaction commits: the
+/// one thing Hekaton (`crate::hekaton`) and Snapshot Isolation
+/// (`crate::si`) do differently. The store calls [`Certifier::certify`]
+/// once the transaction holds its end timestamp and its writes are
+/// installed, before it waits for its commit dependencies.
+pub trait Certifier: Send + Sync + 'static {
+    /// Whether transactions record what they read (each read version and
+    /// each scanned or absent key's leaf) for `certify` to check.
+    const RECORDS_READS: bool;
+
+    /// May `tx`, ending at timestamp `end`, commit?
+    fn certify(tx: &Txn<'_, Self>, end: u64) -> Result<(), AbortReason>
+    where
+        Self: Sized;
 }
 
 /// The most concurrent runners.
 pub const MAX_WORKERS: usize = 1024;
 
-/// A multiversion database.
-pub struct Mvcc(Arc<Shared>);
+/// A multiversion database whose transactions commit as `C` decides.
+pub struct Mvcc<C: Certifier>(Arc<Shared>, PhantomData<C>);
 
-impl Mvcc {
-    /// An empty database giving `isolation`.
-    pub fn new(isolation: Isolation) -> Mvcc {
-        Self::build(isolation, false)
+impl<C: Certifier> Default for Mvcc<C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C: Certifier> Mvcc<C> {
+    /// An empty database.
+    pub fn new() -> Self {
+        Self::build(false)
     }
 
-    /// An empty database giving `isolation` whose tables hinted
+    /// An empty database whose tables hinted
     /// [`TableOptions::point_lookups`] keep a point index
     /// (`granary_index::Tree::with_point_index`): a key's version chain
     /// takes one hash probe to find instead of a descent.
-    pub fn with_point_index(isolation: Isolation) -> Mvcc {
-        Self::build(isolation, true)
+    pub fn with_point_index() -> Self {
+        Self::build(true)
     }
 
-    /// An empty database giving `isolation` (with point indexes if
-    /// `point_index`) whose every table keeps the chains of the keys that
-    /// are numbers below `n` in an array, as if hinted
-    /// [`TableOptions::dense_keys`] (a larger hint wins): the conformance
-    /// suite runs this way too.
-    pub fn with_dense_keys(isolation: Isolation, point_index: bool, n: u64) -> Mvcc {
-        let mut m = Self::build(isolation, point_index);
+    /// An empty database (with point indexes if `point_index`) whose
+    /// every table keeps the chains of the keys that are numbers below `n`
+    /// in an array, as if hinted [`TableOptions::dense_keys`] (a larger
+    /// hint wins): the conformance suite runs this way too.
+    pub fn with_dense_keys(point_index: bool, n: u64) -> Self {
+        let mut m = Self::build(point_index);
         Arc::get_mut(&mut m.0).expect("new").dense_keys = n;
         m
     }
 
-    fn build(isolation: Isolation, point_index: bool) -> Mvcc {
-        Mvcc(Arc::new(Shared {
-            isolation,
-            clock: CachePadded::new(AtomicU64::new(1)),
-            slots: (0..MAX_WORKERS).map(|_| CachePadded::default()).collect(),
-            high: AtomicUsize::new(0),
-            tables: Catalog::default(),
-            point_index,
-            dense_keys: 0,
-            #[cfg(feature = "mutant")]
-            mutant_skip_validation: false,
-        }))
+    fn build(point_index: bool) -> Self {
+        Mvcc(
+            Arc::new(Shared {
+                clock: CachePadded::new(AtomicU64::new(1)),
+                slots: (0..MAX_WORKERS).map(|_| CachePadded::default()).collect(),
+                high: AtomicUsize::new(0),
+                tables: Catalog::default(),
+                point_index,
+                dense_keys: 0,
+                #[cfg(feature = "mutant")]
+                mutant_skip_validation: false,
+            }),
+            PhantomData,
+        )
     }
 
-    /// Hekaton with a deliberate bug: it records reads and scanned leaves
-    /// as the serializable scheme does, but skips their validation at
-    /// commit, so it gives snapshot isolation while claiming
+    /// A database with a deliberate bug: transactions record their reads
+    /// and scanned leaves, but commit without certifying them. On
+    /// Hekaton that gives snapshot isolation while claiming
     /// serializability. NOT serializable: test-only `mutant` builds, for
     /// the checker to catch (write skew).
     #[cfg(feature = "mutant")]
-    pub fn mutant_skipping_validation() -> Mvcc {
-        let mut m = Self::build(Isolation::Serializable, false);
+    pub fn mutant_skipping_validation() -> Self {
+        let mut m = Self::build(false);
         Arc::get_mut(&mut m.0).expect("new").mutant_skip_validation = true;
         m
     }
 }
 
-impl Engine for Mvcc {
-    type Runner = Runner;
+impl<C: Certifier> Engine for Mvcc<C> {
+    type Runner = Runner<C>;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
         self.create_table_with(name, TableOptions::default())
@@ -186,7 +202,7 @@ impl Engine for Mvcc {
         self.0.tables.find(name)
     }
 
-    fn runner(&self) -> Result<Runner, Error> {
+    fn runner(&self) -> Result<Runner<C>, Error> {
         let slot = self
             .0
             .slots
@@ -215,6 +231,7 @@ impl Engine for Mvcc {
                 last_end: 0,
                 unhook: VecDeque::new(),
             },
+            certifier: PhantomData,
         })
     }
 }

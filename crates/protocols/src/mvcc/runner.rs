@@ -4,11 +4,12 @@
 use super::*;
 
 /// A worker's handle.
-pub struct Runner {
+pub struct Runner<C: Certifier> {
     pub(super) db: Arc<Shared>,
     pub(super) slot: usize,
     pub(super) st: State,
     pub(super) books: Books,
+    pub(super) certifier: PhantomData<C>,
 }
 
 /// What a runner keeps from one transaction to the next.
@@ -30,9 +31,9 @@ pub(super) struct Books {
 
 // SAFETY: the raw pointers in `State` point at shared,
 // `Sync` versions and chains; the state is empty between transactions.
-unsafe impl Send for Runner {}
+unsafe impl<C: Certifier> Send for Runner<C> {}
 
-impl Drop for Runner {
+impl<C: Certifier> Drop for Runner<C> {
     fn drop(&mut self) {
         let garbage = std::mem::take(&mut self.st.garbage);
         // SAFETY: cut off their chains by this runner's commits, each
@@ -78,7 +79,12 @@ pub(super) struct Unhook {
 
 impl Books {
     /// Begin a transaction in `slot` (Hekaton: take the begin timestamp).
-    pub(super) fn start<'a>(&mut self, db: &'a Shared, slot: usize, st: &'a mut State) -> Txn<'a> {
+    pub(super) fn start<'a, C: Certifier>(
+        &mut self,
+        db: &'a Shared,
+        slot: usize,
+        st: &'a mut State,
+    ) -> Txn<'a, C> {
         let s = &db.slots[slot];
         let seq = self.seq;
         // No one registers on our slot before we run (its dependents list
@@ -103,13 +109,18 @@ impl Books {
             me: txref(slot, seq),
             rt: 0,
             oldest: self.oldest,
+            certifier: PhantomData,
         }
     }
 
     /// Commit `tx` (or roll it back, if `ok` is false), then close the
     /// books on it: `Ok(Some(e))` committed at `e`, `Ok(None)` rolled back
     /// by the caller, `Err(reason)` conflicted.
-    pub(super) fn end(&mut self, mut tx: Txn<'_>, ok: bool) -> Result<Option<u64>, AbortReason> {
+    pub(super) fn end<C: Certifier>(
+        &mut self,
+        mut tx: Txn<'_, C>,
+        ok: bool,
+    ) -> Result<Option<u64>, AbortReason> {
         let r = if ok {
             tx.commit().map(|e| {
                 if !tx.st.writes.is_empty() {
@@ -163,10 +174,10 @@ impl Books {
     }
 }
 
-impl Runner {
+impl<C: Certifier> Runner<C> {
     pub(super) fn run<T>(
         &mut self,
-        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+        body: impl FnOnce(&mut Txn<'_, C>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
         let mut tx = self.books.start(&self.db, self.slot, &mut self.st);
         match body(&mut tx) {
@@ -183,12 +194,12 @@ impl Runner {
     }
 }
 
-impl TxRunner for Runner {
-    type Tx<'a> = Txn<'a>;
+impl<C: Certifier> TxRunner for Runner<C> {
+    type Tx<'a> = Txn<'a, C>;
 
     fn try_run<T>(
         &mut self,
-        body: impl FnOnce(&mut Txn<'_>) -> Result<T, TxError>,
+        body: impl FnOnce(&mut Txn<'_, C>) -> Result<T, TxError>,
     ) -> Result<Result<T, AbortReason>, Error> {
         self.run(body)
     }

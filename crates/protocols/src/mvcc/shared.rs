@@ -37,7 +37,6 @@ pub(super) struct Dependents {
 }
 
 pub(super) struct Shared {
-    pub(super) isolation: Isolation,
     pub(super) clock: CachePadded<AtomicU64>,
     pub(super) slots: Box<[CachePadded<Slot>]>,
     /// Slots below this have been used (the garbage scan stops here).

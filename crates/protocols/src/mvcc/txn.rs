@@ -4,7 +4,7 @@
 use super::*;
 
 /// A transaction in progress.
-pub struct Txn<'r> {
+pub struct Txn<'r, C: Certifier> {
     pub(super) db: &'r Shared,
     pub(super) guard: Guard,
     pub(super) st: &'r mut State,
@@ -15,6 +15,7 @@ pub struct Txn<'r> {
     /// [`Txn::read_time`].
     pub(super) rt: u64,
     pub(super) oldest: u64,
+    pub(super) certifier: PhantomData<C>,
 }
 
 /// What a field says about visibility.
@@ -32,7 +33,7 @@ pub(super) enum Seen {
 /// An in-place change to a value, as [`Tx::update`] passes it down.
 pub(super) type Modify<'a> = &'a mut dyn FnMut(&mut [u8]);
 
-impl<'r> Txn<'r> {
+impl<'r, C: Certifier> Txn<'r, C> {
     /// Take a dependency on (slot, seq): `Ok(true)` registered, `Ok(false)`
     /// the transaction has finished (look again).
     pub(super) fn depend(&self, slot: usize, seq: u64) -> Result<bool, TxError> {
@@ -138,7 +139,7 @@ impl<'r> Txn<'r> {
             return Ok(Some(unsafe { &*(c as *const Chain) }));
         }
         if !create {
-            if db.isolation == Isolation::Serializable {
+            if C::RECORDS_READS {
                 // An absent key: its leaf guards against a later insert.
                 self.st.nodes.push((l.leaf, l.version));
             }
@@ -182,7 +183,7 @@ impl<'r> Txn<'r> {
             return Ok(None);
         };
         let v = self.visible(chain, rt)?;
-        if self.db.isolation == Isolation::Serializable {
+        if C::RECORDS_READS {
             self.st
                 .reads
                 .push((chain as *const Chain as usize, v as usize));
@@ -254,7 +255,7 @@ impl<'r> Txn<'r> {
             // (A read that is followed by a version of ours needs no
             // validation: the version read stays the newest, its end
             // claimed by us, until we finish.)
-            if self.db.isolation == Isolation::Serializable {
+            if C::RECORDS_READS {
                 self.st
                     .reads
                     .push((chain as *const Chain as usize, seen as usize));
@@ -433,8 +434,8 @@ impl<'r> Txn<'r> {
         let validates = !db.mutant_skip_validation;
         #[cfg(not(feature = "mutant"))]
         let validates = true;
-        if db.isolation == Isolation::Serializable && validates {
-            r = self.validate(e).map(|()| e);
+        if validates {
+            r = C::certify(self, e).map(|()| e);
         }
         // Hekaton §3.2: a transaction with commit dependencies waits for
         // them before it can commit (they all end below our end time, so
@@ -462,7 +463,11 @@ impl<'r> Txn<'r> {
         r
     }
 
-    pub(super) fn validate(&self, e: u64) -> Result<(), AbortReason> {
+    /// Hekaton's read validation (Larson et al. §3.2, "Validation"):
+    /// every leaf a scan or an absent read saw still has the version it
+    /// had (no phantom), and every version read is still the one visible
+    /// at end timestamp `e`. Needs [`Certifier::RECORDS_READS`].
+    pub fn validate_reads(&self, e: u64) -> Result<(), AbortReason> {
         for &(leaf, v) in &self.st.nodes {
             // SAFETY: `self.guard` has pinned us since the leaf was read (an
             // unlinked leaf is freed only after the grace period).
@@ -601,7 +606,7 @@ impl<'r> Txn<'r> {
     }
 }
 
-impl Tx for Txn<'_> {
+impl<C: Certifier> Tx for Txn<'_, C> {
     fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         self.read(t, key)
     }
@@ -745,7 +750,7 @@ impl Tx for Txn<'_> {
         }
         let db: &Shared = self.db;
         let tree = &db.tables.get(t)?.tree;
-        let serializable = db.isolation == Isolation::Serializable;
+        let serializable = C::RECORDS_READS;
         let rt = self.read_time();
         let mut batch = std::mem::take(&mut self.st.batch);
         batch.start();

@@ -3,8 +3,9 @@
 
 use granary_api::PartitionRule;
 use granary_conformance::{conformance_tests, hermitage};
-use granary_protocols::mvcc::{Isolation, Mvcc};
+use granary_protocols::hekaton::Hekaton;
 use granary_protocols::partitioned::Partitioned;
+use granary_protocols::si::Si;
 use granary_protocols::two_pl::{TwoPl, Variant};
 
 conformance_tests! {
@@ -32,7 +33,7 @@ conformance_tests! {
 
 conformance_tests! {
     hekaton,
-    engine: || Mvcc::new(Isolation::Serializable),
+    engine: Hekaton::new,
     level: Serializable,
     aborts: yes,
     interactive: yes(hermitage::SERIALIZABLE),
@@ -42,7 +43,7 @@ conformance_tests! {
 
 conformance_tests! {
     snapshot_isolation,
-    engine: || Mvcc::new(Isolation::Snapshot),
+    engine: Si::new,
     level: SnapshotIsolation,
     aborts: yes,
     interactive: yes(hermitage::SNAPSHOT_ISOLATION),
@@ -125,13 +126,13 @@ conformance_tests! {
 }
 
 // The multiversion designs again with array chains for the keys that are
-// 8-byte numbers below 2^17 (`Mvcc::with_dense_keys`): the suite's small
+// 8-byte numbers below 2^17 (`Hekaton::with_dense_keys`): the suite's small
 // integer keys take them, and the model's 8-byte keys of bytes 0 and 1
 // mix both kinds in one table.
 
 conformance_tests! {
     hekaton_dense_keys,
-    engine: || Mvcc::with_dense_keys(Isolation::Serializable, true, 1 << 17),
+    engine: || Hekaton::with_dense_keys(true, 1 << 17),
     level: Serializable,
     aborts: yes,
     interactive: yes(hermitage::SERIALIZABLE),
@@ -141,7 +142,7 @@ conformance_tests! {
 
 conformance_tests! {
     snapshot_isolation_dense_keys,
-    engine: || Mvcc::with_dense_keys(Isolation::Snapshot, false, 1 << 17),
+    engine: || Si::with_dense_keys(false, 1 << 17),
     level: SnapshotIsolation,
     aborts: yes,
     interactive: yes(hermitage::SNAPSHOT_ISOLATION),
@@ -164,7 +165,7 @@ conformance_tests! {
 
 conformance_tests! {
     hekaton_point_index,
-    engine: || Mvcc::with_point_index(Isolation::Serializable),
+    engine: Hekaton::with_point_index,
     level: Serializable,
     aborts: yes,
     interactive: yes(hermitage::SERIALIZABLE),
@@ -174,7 +175,7 @@ conformance_tests! {
 
 conformance_tests! {
     snapshot_isolation_point_index,
-    engine: || Mvcc::with_point_index(Isolation::Snapshot),
+    engine: Si::with_point_index,
     level: SnapshotIsolation,
     aborts: yes,
     interactive: yes(hermitage::SNAPSHOT_ISOLATION),
