@@ -89,23 +89,9 @@
 //! # Ok::<(), granary::Error>(())
 //! ```
 
-mod db;
-pub mod durable;
-mod epoch;
-mod gc;
-mod install;
-pub mod kv;
-mod options;
-mod pin;
-mod record;
-mod session;
-mod shared;
-mod snapshot;
-mod sync;
-mod tid;
-mod tx;
-mod txn;
-mod worker;
+mod silo;
+
+pub use silo::{durable, kv};
 
 // The protocol-neutral vocabulary, re-exported (see "The shared
 // vocabulary" above): each item keeps its own documentation.
@@ -115,19 +101,14 @@ pub use granary_api::{
     MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 
-pub use db::Database;
-pub use options::{Options, RecoveryMode};
-pub use session::Session;
-pub use shared::MAX_TABLES;
-pub use snapshot::Snapshot;
-pub use tid::{Tid, SNAPSHOT_K};
-pub use txn::{KeyValue, Transaction};
-pub use worker::{CommitToken, Worker};
-
-/// The shared vocabulary under the paths the engine's modules use.
-mod error {
-    pub use granary_api::{AbortReason, Error, TxError};
-}
+pub use silo::db::Database;
+pub use silo::options::{Options, RecoveryMode};
+pub use silo::session::Session;
+pub use silo::shared::MAX_TABLES;
+pub use silo::snapshot::Snapshot;
+pub use silo::tid::{Tid, SNAPSHOT_K};
+pub use silo::txn::{KeyValue, Transaction};
+pub use silo::worker::{CommitToken, Worker};
 
 /// README.md's library examples, compiled and run as doctests so that
 /// they cannot drift from the API.

@@ -1394,12 +1394,24 @@ fn checkpoint_in_flight_stops_at_poison() {
 /// is failed by some case above.
 #[test]
 fn every_failpoint_is_exercised() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/durable");
-    // And the storage layer's, which the engine's files pass through.
-    let storage = Path::new(env!("CARGO_MANIFEST_DIR")).join("../storage/src/fs.rs");
+    // Every file of the engine, and the storage layer's, which the
+    // engine's files pass through.
+    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.push(root.join("../storage/src/fs.rs"));
     let mut in_source = BTreeSet::new();
-    let files = std::fs::read_dir(&src).unwrap().flatten().map(|e| e.path());
-    for path in files.chain([storage]) {
+    for path in files {
         let text = std::fs::read_to_string(path).unwrap();
         for part in text.split("fp(\"").skip(1) {
             in_source.insert(part.split('"').next().unwrap().to_string());

@@ -443,7 +443,7 @@ crates! {
     api_modules_form_a_dag: "api" has "tx";
     index_modules_form_a_dag: "index" has "tree";
     storage_modules_form_a_dag: "storage" has "segments";
-    silo_modules_form_a_dag: "granary" has "txn";
+    silo_modules_form_a_dag: "granary" has "silo/txn";
     protocols_modules_form_a_dag: "protocols" has "deuteronomy/tc";
     check_modules_form_a_dag: "check" has "history";
     conformance_modules_form_a_dag: "conformance" has "support";

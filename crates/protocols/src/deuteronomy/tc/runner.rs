@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::deuteronomy::record::Version;
 use crate::deuteronomy::shared::{Shared, IDLE};
 use granary_api::{AbortReason, Error, Stats, TxError, TxRunner};
 
-use super::txn::{start, Arena, Ended, Txn};
+use super::txn::{start, Ended, Parts, Txn};
 
 /// A thread's handle on the TC.
 pub struct Runner {
@@ -25,18 +24,6 @@ pub(super) struct Books {
     last_ts: u64,
     /// The last transaction's durable token (an LSN past its commit).
     token: u64,
-}
-
-/// A runner's buffers, lent to each transaction and reused.
-#[derive(Default)]
-pub(super) struct Parts {
-    /// The running transaction's versions.
-    pub(super) writes: Vec<*const Version>,
-    /// Scratch for a log record.
-    pub(super) record: Vec<u8>,
-    pub(super) arena: Arena,
-    /// Versions trimmed by the running transaction, freed at its end.
-    pub(super) trimmed: Vec<*mut Version>,
 }
 
 // SAFETY: the version pointers refer to items of the shared table, which

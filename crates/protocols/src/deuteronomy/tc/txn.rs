@@ -16,8 +16,19 @@ use crate::sync::{backoff, Ordering};
 use granary_api::limits::{check_bounds, check_key, check_value};
 use granary_api::{AbortReason, Error, TableId, Tx, TxError};
 
-use super::runner::Parts;
 use super::Epoch;
+
+/// A runner's buffers, lent to each transaction and reused.
+#[derive(Default)]
+pub(super) struct Parts {
+    /// The running transaction's versions.
+    pub(super) writes: Vec<*const Version>,
+    /// Scratch for a log record.
+    pub(super) record: Vec<u8>,
+    pub(super) arena: Arena,
+    /// Versions trimmed by the running transaction, freed at its end.
+    pub(super) trimmed: Vec<*mut Version>,
+}
 
 /// Values read from the DC, kept for the length of a transaction (the
 /// body holds slices of them). Buffers are reused across transactions.

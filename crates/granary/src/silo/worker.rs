@@ -3,17 +3,17 @@
 use granary_api::{Profile, Stats, TableId};
 use std::sync::Arc;
 
-use crate::error::{AbortReason, Error, TxError};
-use crate::gc::{Cleanup, Garbage, GcLists};
-use crate::install::{Locked, Unversioned};
-use crate::pin::ReadPin;
-use crate::record::{Pool, Record};
-use crate::session::{Session, SessionEnd};
-use crate::shared::{Owner, Shared};
-use crate::snapshot::Snapshot;
-use crate::sync::Ordering;
-use crate::tid::Tid;
-use crate::txn::{Core, Transaction};
+use crate::silo::error::{AbortReason, Error, TxError};
+use crate::silo::gc::{Cleanup, Garbage, GcLists};
+use crate::silo::install::{Locked, Unversioned};
+use crate::silo::pin::ReadPin;
+use crate::silo::record::{Pool, Record};
+use crate::silo::session::{Session, SessionEnd};
+use crate::silo::shared::{Owner, Shared};
+use crate::silo::snapshot::Snapshot;
+use crate::silo::sync::Ordering;
+use crate::silo::tid::Tid;
+use crate::silo::txn::{Core, Transaction};
 use granary_api::limits::{check_key, check_value};
 
 /// Identifies a committed transaction's durability requirement; see

@@ -22,15 +22,15 @@ use super::format::{
     self, BlockHeader, BlockRead, BLOCK_HEADER, BLOCK_MAGIC_CKPT, BLOCK_MAGIC_LOG, IO_ALIGN,
 };
 use super::recover::{block_in, body_at, corrupt, header_at, scan_logs, DirInfo, RecoveryStats};
-use crate::error::Error;
-use crate::gc::Cleanup;
-use crate::install::{Locked, Unversioned};
-use crate::options::RecoveryMode;
-use crate::pin::ReadPin;
-use crate::record::{Record, Slabs};
-use crate::shared::Shared;
-use crate::tid::Tid;
-use crate::worker::{unhook, Worker};
+use crate::silo::error::Error;
+use crate::silo::gc::Cleanup;
+use crate::silo::install::{Locked, Unversioned};
+use crate::silo::options::RecoveryMode;
+use crate::silo::pin::ReadPin;
+use crate::silo::record::{Record, Slabs};
+use crate::silo::shared::Shared;
+use crate::silo::tid::Tid;
+use crate::silo::worker::{unhook, Worker};
 use granary_storage::fs::fp;
 
 /// Bytes of log read in one piece (see [`ahead::spans`]): a few blocks of

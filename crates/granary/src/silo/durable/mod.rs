@@ -20,9 +20,8 @@ pub mod checkpoint;
 mod files;
 pub mod format;
 pub(crate) mod log;
-mod open;
 pub mod recover;
-mod replay;
+pub(crate) mod replay;
 
 pub use checkpoint::CheckpointStats;
 pub use granary_storage::crashsim;

@@ -26,8 +26,8 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
-use crate::tid::{snap, SNAPSHOT_K};
+use crate::silo::sync::{fence, AtomicBool, AtomicU64, Ordering};
+use crate::silo::tid::{snap, SNAPSHOT_K};
 
 /// Local-epoch value of a worker between transactions.
 const INACTIVE: u64 = u64::MAX;

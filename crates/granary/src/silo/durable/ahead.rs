@@ -393,8 +393,8 @@ impl SpanReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durable::abuf::seal_block;
-    use crate::durable::format::BLOCK_MAGIC_CKPT;
+    use crate::silo::durable::abuf::seal_block;
+    use crate::silo::durable::format::BLOCK_MAGIC_CKPT;
     use std::io::Write;
 
     /// A file of sealed blocks with the given payload sizes; returns each

@@ -16,8 +16,8 @@ use std::ptr::NonNull;
 
 use granary_index::Retired;
 
-use crate::record::{Pool, Record};
-use crate::tid::Tid;
+use crate::silo::record::{Pool, Record};
+use crate::silo::tid::Tid;
 
 pub(crate) enum Garbage {
     /// A record and its capacity (kept here so freeing it later does not
@@ -52,7 +52,7 @@ impl Garbage {
             // SAFETY: caller's contract.
             (Garbage::Chunk(c), Some(pool)) => unsafe { pool.recycle_chunk(c) },
             // SAFETY: caller's contract.
-            (Garbage::Chunk(c), None) => unsafe { crate::record::free_chunk(c) },
+            (Garbage::Chunk(c), None) => unsafe { crate::silo::record::free_chunk(c) },
         }
     }
 }
@@ -88,7 +88,7 @@ impl GcLists {
     /// Free everything whose grace period has passed.
     ///
     /// # Safety
-    /// `tree_safe` / `snap_safe` come from [`crate::epoch::Epochs::safe`]
+    /// `tree_safe` / `snap_safe` come from [`crate::silo::epoch::Epochs::safe`]
     /// of the domain every item was retired in.
     pub unsafe fn collect(&mut self, tree_safe: u64, snap_safe: u64, pool: &mut Pool) -> usize {
         let mut n = 0;

@@ -16,12 +16,12 @@ use std::ptr::NonNull;
 
 use granary_index::Tree;
 
-use crate::epoch::Epochs;
-use crate::gc::{Garbage, GcLists};
-use crate::pin::{ReadPin, RetirePin};
-use crate::record::Record;
-use crate::shared::Table;
-use crate::tid::Tid;
+use crate::silo::epoch::Epochs;
+use crate::silo::gc::{Garbage, GcLists};
+use crate::silo::pin::{ReadPin, RetirePin};
+use crate::silo::record::Record;
+use crate::silo::shared::Table;
+use crate::silo::tid::Tid;
 
 /// What differs between the places that install versions.
 pub(crate) trait Install {

@@ -19,8 +19,8 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::Range;
 use std::ptr::NonNull;
 
-use crate::sync::{fence, spin, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use crate::tid::Tid;
+use crate::silo::sync::{fence, spin, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::silo::tid::Tid;
 
 #[repr(C)]
 pub(crate) struct Record {

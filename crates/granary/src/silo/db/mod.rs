@@ -1,6 +1,8 @@
 //! The database handle ([`Database`]): it makes the engine state, names
-//! its tables and hands out workers. The top of the engine; `durable::open`
+//! its tables and hands out workers. The top of the engine; `open.rs`
 //! adds [`Database::open`].
+
+mod open;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -10,13 +12,13 @@ use granary_api::{TableId, TableOptions, MAX_TABLE_NAME_BYTES};
 use granary_index::Tree;
 use parking_lot::Mutex;
 
-use crate::epoch::Epochs;
-use crate::error::Error;
-use crate::gc::GcLists;
-use crate::options::Options;
-use crate::shared::{Owner, Shared, Table, MAX_TABLES};
-use crate::sync::{AtomicU64, Ordering};
-use crate::worker::Worker;
+use crate::silo::epoch::Epochs;
+use crate::silo::error::Error;
+use crate::silo::gc::GcLists;
+use crate::silo::options::Options;
+use crate::silo::shared::{Owner, Shared, Table, MAX_TABLES};
+use crate::silo::sync::{AtomicU64, Ordering};
+use crate::silo::worker::Worker;
 
 /// An in-memory Silo database. Cloning the handle is cheap; the database
 /// lives until the last handle and the last [`Worker`] are dropped.
@@ -75,7 +77,7 @@ impl Database {
             options,
         });
         #[cfg(not(feature = "loom"))]
-        crate::epoch::spawn_advancer(Arc::downgrade(&shared), shared.options.epoch_interval)
+        crate::silo::epoch::spawn_advancer(Arc::downgrade(&shared), shared.options.epoch_interval)
             .map_err(Error::Io)?;
         let owner = Some(Arc::new(Owner {
             shared: shared.clone(),
@@ -92,8 +94,8 @@ impl Database {
     /// # Errors
     /// [`Error::InvalidOption`] on an in-memory database; storage errors
     /// (which also poison the database).
-    pub fn checkpoint(&self) -> Result<crate::durable::checkpoint::CheckpointStats, Error> {
-        crate::durable::checkpoint::run(&self.shared)
+    pub fn checkpoint(&self) -> Result<crate::silo::durable::checkpoint::CheckpointStats, Error> {
+        crate::silo::durable::checkpoint::run(&self.shared)
     }
 
     /// The persistent epoch e_p: every transaction of an epoch ≤ e_p is
@@ -125,7 +127,7 @@ impl Database {
     }
 
     /// Logging and recovery figures (`None` for an in-memory database).
-    pub fn durability_stats(&self) -> Option<crate::durable::log::DurabilityStats> {
+    pub fn durability_stats(&self) -> Option<crate::silo::durable::log::DurabilityStats> {
         self.shared.durable.get().map(|d| d.stats())
     }
 

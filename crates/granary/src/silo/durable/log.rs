@@ -51,9 +51,9 @@ use super::format::{
     self, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_LOG, CURRENT_LOG, IO_ALIGN,
 };
 use super::recover::RecoveryStats;
-use crate::epoch::Epochs;
-use crate::error::Error;
-use crate::options::Options;
+use crate::silo::epoch::Epochs;
+use crate::silo::error::Error;
+use crate::silo::options::Options;
 use granary_storage::crashsim;
 use granary_storage::fs::{fp, sync_dir};
 

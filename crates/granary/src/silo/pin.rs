@@ -8,8 +8,8 @@
 
 use granary_index::{Guard, Retired};
 
-use crate::epoch::Epochs;
-use crate::gc::{Garbage, GcLists};
+use crate::silo::epoch::Epochs;
+use crate::silo::gc::{Garbage, GcLists};
 
 /// Guard for tree operations that never retire memory (lookups, scans,
 /// inserts). Only created while the worker is pinned.

@@ -49,7 +49,7 @@ use super::format::{
     self, BlockHeader, BlockRead, Ledger, LogEnd, Manifest, Pepoch, BLOCK_HEADER, BLOCK_MAGIC_END,
     BLOCK_MAGIC_LOG, CURRENT_LOG, LOG_FILE_HEADER,
 };
-use crate::error::Error;
+use crate::silo::error::Error;
 use granary_storage::crashsim;
 use granary_storage::fs::{fp, sync_dir, DELETING_SUFFIX};
 

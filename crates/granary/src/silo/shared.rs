@@ -11,12 +11,12 @@ use granary_api::TableId;
 use granary_index::Tree;
 use parking_lot::Mutex;
 
-use crate::epoch::{Epochs, Tick};
-use crate::error::Error;
-use crate::gc::GcLists;
-use crate::options::Options;
-use crate::record::Record;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::silo::epoch::{Epochs, Tick};
+use crate::silo::error::Error;
+use crate::silo::gc::GcLists;
+use crate::silo::options::Options;
+use crate::silo::record::Record;
+use crate::silo::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The most tables one database can hold.
 pub const MAX_TABLES: usize = 4096;
@@ -67,7 +67,7 @@ impl Table {
 pub(crate) struct Shared {
     pub epochs: Arc<Epochs>,
     /// Set (once) for a database opened on a directory.
-    pub durable: OnceLock<Arc<crate::durable::log::Durable>>,
+    pub durable: OnceLock<Arc<crate::silo::durable::log::Durable>>,
     pub tables: Box<[OnceLock<Table>]>,
     pub names: Mutex<HashMap<String, TableId>>,
     pub options: Options,

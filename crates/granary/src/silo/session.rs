@@ -4,9 +4,9 @@
 
 use granary_api::{AbortReason, Stats};
 
-use crate::epoch::Epochs;
-use crate::tid::Tid;
-use crate::txn::Transaction;
+use crate::silo::epoch::Epochs;
+use crate::silo::tid::Tid;
+use crate::silo::txn::Transaction;
 
 /// An interactive transaction: begun by
 /// [`Worker::begin`](crate::Worker::begin), it stays open across calls

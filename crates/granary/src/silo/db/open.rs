@@ -10,11 +10,11 @@ use std::path::Path;
 use granary_storage::crashsim;
 use granary_storage::fs::{fp, sync_dir, DirLock};
 
-use super::log::{Durable, Start};
-use super::{checkpoint, format, recover, replay};
-use crate::db::Database;
-use crate::error::Error;
-use crate::options::Options;
+use super::Database;
+use crate::silo::durable::log::{Durable, Start};
+use crate::silo::durable::{checkpoint, format, recover, replay};
+use crate::silo::error::Error;
+use crate::silo::options::Options;
 
 /// Create the files of a new database directory. `pepoch` comes last: its
 /// presence marks the directory as initialized.

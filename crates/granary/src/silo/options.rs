@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::silo::error::Error;
 
 /// Database options. `Options::default()` is Silo's configuration.
 #[derive(Clone, Debug)]
@@ -141,7 +141,7 @@ pub enum RecoveryMode {
     /// state as of the last epoch that every logger still holds completely
     /// (never one logger further than another). Epochs after it are lost
     /// for good; what was lost is in
-    /// [`RecoveryStats::salvage`](crate::durable::RecoveryStats::salvage).
+    /// [`RecoveryStats::salvage`](crate::silo::durable::RecoveryStats::salvage).
     /// Before `open` returns, a checkpoint of the salvaged state is taken
     /// and the damaged files are deleted, so the directory opens strictly
     /// again. Fails with [`Error::Missing`] if no consistent state
@@ -269,10 +269,10 @@ impl Options {
         if self.max_workers == 0 {
             return bad("max_workers must be at least 1");
         }
-        if self.loggers == 0 || self.loggers > crate::durable::format::MAX_LOGGERS {
+        if self.loggers == 0 || self.loggers > crate::silo::durable::format::MAX_LOGGERS {
             return Err(Error::InvalidOption(format!(
                 "loggers must be between 1 and {}",
-                crate::durable::format::MAX_LOGGERS
+                crate::silo::durable::format::MAX_LOGGERS
             )));
         }
         if self.log_buffer_bytes < 4096 || self.log_buffer_bytes > (1 << 30) {

@@ -19,12 +19,12 @@ use std::ops::Bound;
 
 use granary_api::TableId;
 
-use crate::error::Error;
-use crate::pin::ReadPin;
-use crate::record::Record;
-use crate::shared::Shared;
-use crate::sync::{fence, Ordering};
-use crate::tid::Tid;
+use crate::silo::error::Error;
+use crate::silo::pin::ReadPin;
+use crate::silo::record::Record;
+use crate::silo::shared::Shared;
+use crate::silo::sync::{fence, Ordering};
+use crate::silo::tid::Tid;
 use granary_api::limits::{check_bounds, check_key};
 
 /// A snapshot transaction in progress; see [`Worker::snapshot`](crate::Worker::snapshot).

@@ -13,11 +13,11 @@ use granary_api::{
     TableOptions, Tx, TxError, TxRunner,
 };
 
-use crate::session::Session;
-use crate::snapshot::Snapshot;
-use crate::tid::Tid;
-use crate::txn::Transaction;
-use crate::worker::Worker;
+use crate::silo::session::Session;
+use crate::silo::snapshot::Snapshot;
+use crate::silo::tid::Tid;
+use crate::silo::txn::Transaction;
+use crate::silo::worker::Worker;
 
 impl ReadOnly for Snapshot<'_> {
     fn read(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
@@ -37,27 +37,27 @@ impl ReadOnly for Snapshot<'_> {
     }
 }
 
-impl Engine for crate::db::Database {
+impl Engine for crate::silo::db::Database {
     type Runner = Worker;
 
     fn create_table(&self, name: &str) -> Result<TableId, Error> {
-        crate::db::Database::create_table(self, name)
+        crate::silo::db::Database::create_table(self, name)
     }
 
     fn table(&self, name: &str) -> Result<TableId, Error> {
-        crate::db::Database::table(self, name)
+        crate::silo::db::Database::table(self, name)
     }
 
     fn open_table(&self, name: &str) -> Result<TableId, Error> {
-        crate::db::Database::open_table(self, name)
+        crate::silo::db::Database::open_table(self, name)
     }
 
     fn create_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
-        crate::db::Database::create_table_with(self, name, o)
+        crate::silo::db::Database::create_table_with(self, name, o)
     }
 
     fn open_table_with(&self, name: &str, o: TableOptions) -> Result<TableId, Error> {
-        crate::db::Database::open_table_with(self, name, o)
+        crate::silo::db::Database::open_table_with(self, name, o)
     }
 
     fn runner(&self) -> Result<Worker, Error> {
@@ -65,7 +65,7 @@ impl Engine for crate::db::Database {
     }
 
     fn durable_epoch(&self) -> Option<u64> {
-        crate::db::Database::durable_epoch(self)
+        crate::silo::db::Database::durable_epoch(self)
     }
 
     fn log_bytes(&self) -> Option<u64> {

@@ -22,11 +22,11 @@ use granary_api::TableId;
 
 use super::abuf::{open_aligned, seal_block, AlignedBuf};
 use super::format::{self, Ledger, Manifest, BLOCK_HEADER, BLOCK_MAGIC_CKPT, IO_ALIGN};
-use crate::error::Error;
-use crate::pin::ReadPin;
-use crate::record::Record;
-use crate::shared::Shared;
-use crate::worker::Worker;
+use crate::silo::error::Error;
+use crate::silo::pin::ReadPin;
+use crate::silo::record::Record;
+use crate::silo::shared::Shared;
+use crate::silo::worker::Worker;
 use granary_storage::crashsim;
 use granary_storage::fs::{fp, remove_paced, sync_dir};
 
