@@ -13,7 +13,7 @@
 //!   words are never contended (ARCHITECTURE.md says why they stay). The
 //!   tree maps a key to a row holding the value, short values inline.
 //! * Each partition has one spinlock on its own cache line. A procedure's
-//!   partitions come from its declaration ([`Declared::partition`] and
+//!   partitions come from its declaration ([`Declared::partition`](granary_api::Declared::partition) and
 //!   the partitions of its declared keys); it takes their locks in sorted
 //!   order (so it never deadlocks), runs, and releases them. A procedure
 //!   that declares nothing takes every lock: it runs alone.

@@ -8,13 +8,13 @@
 //!
 //! * [`Variant::Ordered`] (BOHM §4: "2PL ... acquires locks in a
 //!   pre-defined order ... to avoid deadlocks"): a procedure that declares
-//!   its read and write sets ([`TxRunner::try_run_declared`]) has all of
+//!   its read and write sets ([`TxRunner::try_run_declared`](granary_api::TxRunner::try_run_declared)) has all of
 //!   them locked before its body runs, in one global order (table, then
 //!   key bytes), waiting for each. Waits are acyclic, so it never
 //!   deadlocks, and conflict-free work never aborts. Accesses outside the
 //!   declaration (and procedures with none) fall back to no-wait.
 //! * [`Variant::NoWait`]: a lock held in a conflicting mode aborts the
-//!   requester ([`AbortReason::LockConflict`]); the runner backs off
+//!   requester ([`AbortReason::LockConflict`](granary_api::AbortReason::LockConflict)); the runner backs off
 //!   (randomized, exponential) before it returns, and the caller retries.
 //!   Nothing ever waits, so nothing can deadlock.
 //!
@@ -27,7 +27,7 @@
 //! versions Silo's node set uses, Silo §4.6). At commit, with every lock
 //! still held, each of those leaves must be unchanged except by this
 //! transaction's own inserts; otherwise a key appeared in or left a
-//! scanned range, and the scanner aborts ([`AbortReason::NodeValidation`]).
+//! scanned range, and the scanner aborts ([`AbortReason::NodeValidation`](granary_api::AbortReason::NodeValidation)).
 //! This protects ranges at leaf granularity without range locks; it is
 //! optimistic where the rest of 2PL is pessimistic (ARCHITECTURE.md says
 //! why).

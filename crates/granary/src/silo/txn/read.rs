@@ -17,7 +17,7 @@ impl<'w> Transaction<'w> {
     /// Read `key`. The slice is valid until the next operation.
     ///
     /// # Errors
-    /// A conflict, [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
+    /// A conflict, [`Error::KeyTooLarge`](crate::Error::KeyTooLarge), [`Error::UnknownTableId`](crate::Error::UnknownTableId).
     pub fn get(&mut self, t: TableId, key: &[u8]) -> Result<Option<&[u8]>, TxError> {
         self.get_prefix(t, key, usize::MAX)
     }
@@ -184,7 +184,7 @@ impl<'w> Transaction<'w> {
     /// stop. The scanned range is protected against phantoms (§4.6).
     ///
     /// # Errors
-    /// A conflict, [`Error::UnknownTableId`], [`Error::KeyTooLarge`].
+    /// A conflict, [`Error::UnknownTableId`](crate::Error::UnknownTableId), [`Error::KeyTooLarge`](crate::Error::KeyTooLarge).
     pub fn scan(
         &mut self,
         t: TableId,

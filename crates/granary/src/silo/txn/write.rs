@@ -20,8 +20,8 @@ impl<'w> Transaction<'w> {
     /// Write `key → value`, inserting the key if it is missing.
     ///
     /// # Errors
-    /// A conflict, [`Error::KeyTooLarge`], [`Error::ValueTooLarge`],
-    /// [`Error::UnknownTableId`].
+    /// A conflict, [`Error::KeyTooLarge`](crate::Error::KeyTooLarge), [`Error::ValueTooLarge`](crate::Error::ValueTooLarge),
+    /// [`Error::UnknownTableId`](crate::Error::UnknownTableId).
     pub fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.write(t, key, value, false)
     }
@@ -176,11 +176,11 @@ impl<'w> Transaction<'w> {
         Ok(())
     }
 
-    /// Insert `key → value`; fails with [`Error::KeyExists`] if the key is
+    /// Insert `key → value`; fails with [`Error::KeyExists`](crate::Error::KeyExists) if the key is
     /// present.
     ///
     /// # Errors
-    /// As for [`Transaction::put`], plus [`Error::KeyExists`].
+    /// As for [`Transaction::put`], plus [`Error::KeyExists`](crate::Error::KeyExists).
     pub fn insert(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<(), TxError> {
         self.write(t, key, value, true)
     }
@@ -247,7 +247,7 @@ impl<'w> Transaction<'w> {
     /// Delete `key`; returns whether it was present.
     ///
     /// # Errors
-    /// A conflict, [`Error::KeyTooLarge`], [`Error::UnknownTableId`].
+    /// A conflict, [`Error::KeyTooLarge`](crate::Error::KeyTooLarge), [`Error::UnknownTableId`](crate::Error::UnknownTableId).
     pub fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool, TxError> {
         self.enter(t, key)?;
         if let Some(i) = self.c.st.find_write(t, key) {

@@ -45,7 +45,7 @@
 //!
 //! **Shedding load** (§6.5): a writer that finds the log at its budget
 //! waits briefly for the TC Proxy to recycle a buffer, then aborts with
-//! [`AbortReason::Overloaded`]. Outcome records are always appended.
+//! [`AbortReason::Overloaded`](granary_api::AbortReason::Overloaded). Outcome records are always appended.
 //!
 //! Scans (ours: the paper's TC is a key-value store) walk an ordered index
 //! per table that maps each key to its MVCC item, and read every item
