@@ -1,25 +1,7 @@
-//! Atomics, swapped for loom's under the `loom` feature so the lock words can be
-//! model-checked.
+//! The atomics the designs use: `granary-sync`'s, which are loom's under
+//! the `loom` feature so lock and version words can be model-checked.
 
-#[cfg(feature = "loom")]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(feature = "loom"))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
-
-/// One step of a busy wait: a pause, or a yield once waiting has lasted
-/// (2 cores are easily oversubscribed).
-#[inline]
-pub(crate) fn backoff(spins: &mut u32) {
-    *spins += 1;
-    #[cfg(feature = "loom")]
-    loom::thread::yield_now();
-    #[cfg(not(feature = "loom"))]
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
-}
+pub(crate) use granary_sync::{backoff, AtomicU64, Ordering};
 
 /// Backoff after an abort: written once, in `granary-api`.
 pub(crate) use granary_api::retry::Backoff;
