@@ -170,14 +170,14 @@ fn replay_line(args: impl Iterator<Item = String>, seed: u64) -> String {
 /// exits non-zero if any).
 pub fn run(a: CheckArgs) -> Result<usize, String> {
     check_all(&a.protocol, &info(a.workload))?;
-    crate::bench::check_epoch_ms(a.epoch_ms)?;
+    crate::bench::common::check_epoch_ms(a.epoch_ms)?;
     if a.txns == 0 {
         return Err("--txns must be at least 1, got 0 (there would be nothing to check)".into());
     }
     if a.threads == 0 {
         return Err("--threads must be at least 1, got 0".into());
     }
-    crate::bench::check_theta(a.theta)?;
+    crate::bench::common::check_theta(a.theta)?;
     let bohm = if a.protocol.iter().any(|p| p.traits().pipelined) {
         a.bohm.config()?
     } else {

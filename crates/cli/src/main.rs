@@ -1,23 +1,17 @@
 //! The `granary` command.
 
 mod bench;
-mod bench_recover;
 mod check;
 mod designs;
 mod flags;
 mod guard;
-mod index_bench;
 mod inspect;
 mod interleave;
 mod plot;
 mod protocol;
-mod queue;
 mod recover;
 mod report;
 mod reproduce;
-mod smallbank;
-mod ycsb;
-mod ycsb_mix;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -47,7 +41,7 @@ struct Cli {
 enum Cmd {
     /// Run a benchmark and report throughput (and optionally JSON).
     #[command(subcommand)]
-    Bench(Bench),
+    Bench(bench::Bench),
     /// Run a contended workload with history recording on and check the
     /// history for serializability anomalies (Adya/Elle). Prints
     /// "0 anomalies in N transactions" or the smallest anomaly found, and
@@ -83,50 +77,6 @@ enum Cmd {
     /// the epochs and files lost. OUT then opens normally. Example:
     /// granary recover --salvage /tmp/db /tmp/db-salvaged
     Recover(recover::RecoverArgs),
-}
-
-#[derive(Subcommand, Debug)]
-enum Bench {
-    /// Silo §5.2's YCSB variant: 80% reads, 20% read-modify-writes, 100-byte
-    /// values, uniform keys. Example:
-    /// granary bench ycsb --threads 2 --seconds 10 --keys 1000000 --json out.json
-    Ycsb(ycsb::YcsbArgs),
-    /// Point lookups on the bare index vs crossbeam-skiplist, same process.
-    /// Example: granary bench index --keys 10000000 --threads 1,2
-    Index(index_bench::IndexArgs),
-    /// TPC-C (all nine tables, five transactions, standard mix; Silo §5.3),
-    /// each thread bound to a home warehouse. Checks the consistency
-    /// conditions afterwards. Example:
-    /// granary bench tpcc --threads 2 --warehouses 2 --seconds 10 --json out.json
-    Tpcc(bench::TpccArgs),
-    /// SmallBank (BOHM §4.3): six banking transactions over savings and
-    /// checking accounts; checks afterwards that no money appeared or
-    /// vanished. Contention grows as --customers shrinks (BOHM: 50 and
-    /// 100000, with --spin-us 50). Example:
-    /// granary bench smallbank --threads 2 --seconds 10 --customers 50 --json out.json
-    Smallbank(smallbank::SmallbankArgs),
-    /// The papers' YCSB variants as presets of one generator (silo, silor,
-    /// bohm-10rmw, bohm-2rmw8r, bohm-longread, deuteronomy, study), each
-    /// setting overridable. Example:
-    /// granary bench ycsb-mix --preset bohm-2rmw8r --theta 0 --threads 2 --seconds 10 --json out.json
-    YcsbMix(ycsb_mix::YcsbMixArgs),
-    /// A queue per thread: each transaction appends an item at its queue's
-    /// tail and removes the one at its head (TPC-C's new-order table in
-    /// miniature), so the table keeps its size while its keys move on.
-    /// Reports the resident memory in each second against the live items'
-    /// bytes, and checks afterwards that each queue holds exactly its
-    /// items. Example:
-    /// granary bench queue --threads 2 --live 100000 --seconds 10 --json out.json
-    Queue(queue::QueueArgs),
-    /// Time recovery of a durable database directory (SiloR §5) and
-    /// compare it with just reading the bytes recovery reads; reports GB/s
-    /// of checkpoint and log, and the CPU time recovery took (how many
-    /// threads it kept busy on average). The files are evicted from the page cache
-    /// (posix_fadvise, no privilege needed) before the read and again
-    /// before recovery, so both start cold. DIR is left untouched: a copy
-    /// of it is recovered (--in-place recovers DIR itself, as a restart
-    /// would). Example: granary bench recover /tmp/db --threads 2
-    Recover(bench_recover::BenchRecoverArgs),
 }
 
 /// Every value may be a negative number (`--theta -0.5` is then refused
@@ -166,12 +116,7 @@ fn main() {
         std::process::exit(2);
     }
     let r = match cli.cmd {
-        Cmd::Bench(Bench::Ycsb(a)) => ycsb::run(a).map(|_| ()),
-        Cmd::Bench(Bench::Index(a)) => index_bench::run(a).map(|_| ()),
-        Cmd::Bench(Bench::Tpcc(a)) => bench::tpcc(a).map(|_| ()),
-        Cmd::Bench(Bench::Smallbank(a)) => smallbank::run(a).map(|_| ()),
-        Cmd::Bench(Bench::YcsbMix(a)) => ycsb_mix::run(a).map(|_| ()),
-        Cmd::Bench(Bench::Queue(a)) => queue::run(a).map(|_| ()),
+        Cmd::Bench(b) => bench::run(b),
         Cmd::Check(a) => match check::run(a) {
             Ok(0) => Ok(()),
             Ok(_) => std::process::exit(1),
@@ -181,7 +126,6 @@ fn main() {
         Cmd::Reproduce(a) => reproduce::run(a),
         Cmd::Inspect(a) => inspect::run(&a),
         Cmd::Recover(a) => recover::run(&a),
-        Cmd::Bench(Bench::Recover(a)) => bench_recover::run(&a),
     };
     if let Err(e) = r {
         eprintln!("granary: {e}");

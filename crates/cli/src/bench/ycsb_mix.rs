@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use granary_workloads::ycsb::{self, Placement, WriteKind, Ycsb, YcsbConfig};
 use serde::Serialize;
 
-use crate::bench::{drive, CommonArgs};
+use crate::bench::common::{drive, CommonArgs};
 use crate::protocol::WorkloadInfo;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn run(a: YcsbMixArgs) -> Result<Vec<crate::interleave::Summary>, String> {
         cfg = cfg.value_bytes(n);
     }
     if let Some(t) = a.theta {
-        crate::bench::check_theta(t)?;
+        crate::bench::common::check_theta(t)?;
         cfg = cfg.theta(t);
     }
     if let Some(p) = a.read_pct {

@@ -7,7 +7,7 @@ use clap::Args;
 use granary_workloads::queue::{self, Queue, QueueConfig, MAX_QUEUES};
 use serde::Serialize;
 
-use crate::bench::{drive, CommonArgs};
+use crate::bench::common::{drive, CommonArgs};
 use crate::protocol::WorkloadInfo;
 
 #[derive(Args, Debug, Clone, Serialize)]
@@ -78,7 +78,7 @@ pub fn run(a: QueueArgs) -> Result<(), String> {
         let change = mib(last as f64) - mib(first as f64);
         let who = match summaries.len() {
             1 => String::new(),
-            _ => format!(" ({})", crate::bench::named(&summaries, i)),
+            _ => format!(" ({})", crate::bench::common::named(&summaries, i)),
         };
         match r.database_bytes {
             Some(own) => println!(

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use granary_workloads::smallbank::{self, Mix, SmallBank, SmallBankConfig};
 use serde::Serialize;
 
-use crate::bench::{drive, CommonArgs};
+use crate::bench::common::{drive, CommonArgs};
 use crate::protocol::WorkloadInfo;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub fn run(a: SmallbankArgs) -> Result<Vec<crate::interleave::Summary>, String> 
     let mut about = format!(
         "--customers {} --mix {}",
         a.customers,
-        crate::bench::flag_value(&a.mix)
+        crate::bench::common::flag_value(&a.mix)
     );
     if !a.spin_us.is_zero() {
         about += &format!(" --spin-us {}", a.spin_us.as_micros());

@@ -174,7 +174,7 @@ impl Measurement {
 }
 
 pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
-    crate::bench::check_run(args.threads, args.seconds, args.warmup, args.latency_every)?;
+    crate::bench::common::check_run(args.threads, args.seconds, args.warmup, args.latency_every)?;
     if args.keys == 0 {
         return Err("--keys must be at least 1, got 0".into());
     }
@@ -184,7 +184,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             args.read_pct
         ));
     }
-    crate::bench::check_epoch_ms(args.epoch_ms)?;
+    crate::bench::common::check_epoch_ms(args.epoch_ms)?;
     if args.value_bytes < 8 || args.value_bytes > granary::MAX_VALUE_BYTES {
         return Err(format!(
             "--value-bytes must be between 8 and {}, got {}",
@@ -226,7 +226,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
         args.keys,
         args.value_bytes,
         args.read_pct,
-        crate::bench::run_flags(
+        crate::bench::common::run_flags(
             &args.protocol,
             args.threads,
             (args.seconds, args.warmup),
@@ -284,7 +284,7 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
             report.throughput_txn_per_s / args.threads as f64,
             report.aborts_per_s,
         );
-        crate::bench::print_details(report, checked(p));
+        crate::bench::common::print_details(report, checked(p));
         crate::designs::print_durability(report);
     })?;
     let summaries = interleave::summarize(&loaded, &reports);
@@ -302,12 +302,12 @@ pub fn run(args: YcsbArgs) -> Result<YcsbResult, String> {
     for (i, s) in summaries.iter().enumerate().skip(1) {
         println!(
             "ycsb: {} / {} throughput ratio {:.3}",
-            crate::bench::named(&summaries, i),
-            crate::bench::named(&summaries, 0),
+            crate::bench::common::named(&summaries, i),
+            crate::bench::common::named(&summaries, 0),
             s.throughput_ratio
         );
     }
-    crate::bench::print_memory("ycsb", &summaries);
+    crate::bench::common::print_memory("ycsb", &summaries);
     for l in &loaded {
         l.print_logging();
     }
