@@ -69,9 +69,11 @@ conformance_tests! {
 
 /// BOHM runs closures (what most of the suite issues) alone, with its
 /// pipeline held: those tests check that path (versions installed and
-/// undone by a closure, scans, deletes). The recorded histories
-/// (`history_*`) are procedures, planned and run by the pipeline, as are
-/// `tests/integration/bohm.rs` and `tests/checked.rs`.
+/// undone by a closure, scans, deletes). The anomaly tests as procedures
+/// (`procedures_*`: lost updates, Fig. 3, write skew) and the recorded
+/// histories (`history_*`) are procedures, sequenced, planned and run by
+/// the pipeline, as are `tests/integration/bohm.rs` and
+/// `tests/checked.rs` (where the BOHM mutant fails the procedure tests).
 fn bohm() -> granary_protocols::bohm::Bohm {
     granary_protocols::bohm::Bohm::new(granary_protocols::bohm::Config::default()).expect("bohm")
 }
