@@ -1,7 +1,10 @@
 //! The atomics the designs use: `granary-sync`'s, which are loom's under
 //! the `loom` feature so lock and version words can be model-checked.
 
-pub(crate) use granary_sync::{backoff, AtomicU64, Ordering};
+pub(crate) use granary_sync::{
+    backoff, fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    Ordering,
+};
 
 /// Backoff after an abort: written once, in `granary-api`.
 pub(crate) use granary_api::retry::Backoff;

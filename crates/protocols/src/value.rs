@@ -9,9 +9,9 @@
 //!   allocation of the value's size (at least a cache line): one miss
 //!   whatever the length (MVCC versions, Partitioned-Store and 2PL rows).
 
+use crate::sync::{AtomicU32, Ordering};
 use std::alloc::Layout;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use smallvec::SmallVec;
 

@@ -234,15 +234,17 @@ fn the_bohm_mutant_is_caught() {
     );
 }
 
-/// The same BOHM mutant fails the conformance suite's anomaly tests run
-/// as procedures (`granary_conformance::procedures`), which reach the
-/// pipeline: the counter loses increments (a read of an unproduced
-/// placeholder reads the value below it) or a Fig. 3 or write-skew round
-/// commits its anomaly. Up to 5 tries, each a fresh database.
+/// The same BOHM mutant fails the conformance suite's lost-update test
+/// run as procedures (`granary_conformance::procedures`), which reaches
+/// the pipeline: four clients keep bursts of increments of one counter in
+/// flight, and a read of an unproduced placeholder reads the value below
+/// it, so increments are lost. (The Fig. 3 and write-skew procedure tests
+/// catch it too, but a client there waits at a barrier for a round the
+/// mutant may never finish: only the counter, which has no barrier, is
+/// run here.) Up to 5 tries, each a fresh database.
 #[cfg(feature = "mutant")]
 #[test]
 fn the_bohm_mutant_fails_the_procedure_anomaly_tests() {
-    use granary_conformance::procedures;
     let mutant = || {
         Bohm::new(BohmConfig {
             cc_threads: 2,
@@ -253,29 +255,19 @@ fn the_bohm_mutant_fails_the_procedure_anomaly_tests() {
         })
         .expect("bohm")
     };
-    let fails = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
     let caught = (0..5).any(|round| {
-        let tests: [(&str, &dyn Fn()); 3] = [
-            ("counter", &|| {
-                procedures::counter_increments_add_up(mutant).unwrap()
-            }),
-            ("fig3", &|| procedures::fig3_never_both_one(mutant)),
-            ("write skew", &|| {
-                procedures::write_skew_never_commits(mutant)
-            }),
-        ];
-        // The first test that fails ends the round.
-        tests.iter().any(|(name, f)| {
-            let failed = fails(f);
-            eprintln!(
-                "bohm mutant, round {round}: {name} {}",
-                if failed { "failed" } else { "passed" }
-            );
-            failed
+        let failed = std::panic::catch_unwind(|| {
+            granary_conformance::procedures::counter_increments_add_up(mutant).unwrap()
         })
+        .is_err();
+        eprintln!(
+            "bohm mutant, round {round}: the counter test {}",
+            if failed { "failed" } else { "passed" }
+        );
+        failed
     });
     assert!(
         caught,
-        "the procedure anomaly tests missed the BOHM mutant in 5 rounds"
+        "the procedure counter test missed the BOHM mutant in 5 rounds"
     );
 }

@@ -12,8 +12,11 @@ pub(super) fn warm(slot: &Slot, stage: Warm) {
     /// At most this many lines of one value.
     const MOST_LINES: usize = 32;
     for arg in slot.inputs.iter() {
+        // Acquire: pairs with planning's Release store of the input (module
+        // doc): the version it names is seen whole.
         let mut v = arg.v.load(Ordering::Acquire);
         if arg.write && !v.is_null() {
+            // Acquire: a chain link (module doc).
             // SAFETY: our batch's placeholder, alive.
             v = unsafe { (*v).prev.load(Ordering::Acquire) };
         }
@@ -24,6 +27,8 @@ pub(super) fn warm(slot: &Slot, stage: Warm) {
             prefetch(v);
             continue;
         }
+        // Acquire: pairs with `Version::produce`'s Release: a produced value is
+        // seen whole (a hint here).
         // SAFETY: alive (above); only the pointer is read.
         let d = unsafe { (*v).data.load(Ordering::Acquire) };
         if d.is_null() {
@@ -70,7 +75,11 @@ impl Executor {
         let n = s.cfg.exec_threads;
         let m = s.cfg.cc_threads;
         let mut spins = 0;
+        // SeqCst: a progress word (module doc): once it reaches m, every CC
+        // thread's placeholders, stored before its count, are seen.
         while b.planned.load(Ordering::SeqCst) < m {
+            // SeqCst: a progress word (module doc), read in one order with the
+            // others.
             if s.stop.load(Ordering::SeqCst) {
                 return false;
             }
@@ -96,6 +105,9 @@ impl Executor {
                 warm(&b.slots[j], Warm::Values);
             }
             let slot = &b.slots[i];
+            // Acquire (both): pairs with `execute`'s Release of COMPLETE: the
+            // procedure's versions happen before this thread publishes
+            // `finished` past it.
             if slot.state.load(Ordering::Acquire) != COMPLETE {
                 let _ = execute(s, slot, &mut self.buf, 0);
                 if slot.state.load(Ordering::Acquire) != COMPLETE {
@@ -110,6 +122,8 @@ impl Executor {
         while !left.is_empty() {
             left.retain(|&i| {
                 let slot = &b.slots[i];
+                // Acquire: as above, pairs with `execute`'s Release of COMPLETE
+                // (or of UNPROCESSED, a job put back).
                 match slot.state.load(Ordering::Acquire) {
                     COMPLETE => false,
                     EXECUTING => {
@@ -118,6 +132,7 @@ impl Executor {
                     }
                     _ => {
                         let _ = execute(s, slot, &mut self.buf, 0);
+                        // Acquire: as above (`execute`'s Release of COMPLETE).
                         slot.state.load(Ordering::Acquire) != COMPLETE
                     }
                 }
@@ -131,6 +146,8 @@ impl Executor {
         // publishing that we are past the batch: its versions stay alive
         // while we run its procedures (Condition 3).
         for slot in b.slots.iter() {
+            // Acquire: pairs with `execute`'s Release of UNPROCESSED (a job put
+            // back) or COMPLETE, as above.
             if slot.state.load(Ordering::Acquire) == UNPROCESSED {
                 let _ = execute(s, slot, &mut self.buf, 0);
             }
@@ -167,6 +184,9 @@ impl Executor {
         let buf = &mut self.buf;
         self.pending.retain(|(b, i)| {
             let slot = &b.slots[*i];
+            // Acquire (both): as in `run`, pairs with `execute`'s Release of
+            // the state: a COMPLETE procedure's versions happen before
+            // `finished` below.
             if slot.state.load(Ordering::Acquire) == UNPROCESSED {
                 let _ = execute(s, slot, buf, 0);
             }
@@ -178,6 +198,9 @@ impl Executor {
             finished = finished.min(b.number);
             done = done.min(b.slots[*i].ts);
         }
+        // SeqCst (both): progress words (module doc): `done_ts` is raised
+        // before `finished` (the pin protocol, `pin.rs`), and both publish
+        // every version this thread saw COMPLETE.
         s.done_ts[self.me].fetch_max(done, Ordering::SeqCst);
         s.finished[self.me].fetch_max(finished, Ordering::SeqCst);
     }
@@ -291,6 +314,9 @@ pub(super) fn execute(
     buf: &mut WriteBuf,
     depth: u32,
 ) -> Result<(), Blocked> {
+    // AcqRel/Acquire: Acquire takes the job as its last runner left it (it put
+    // it back with Release); the Release half and the failure's Acquire order
+    // nothing here.
     if slot
         .state
         .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
@@ -313,6 +339,8 @@ pub(super) fn execute(
         _ if blocked => {
             writes.discard();
             *buf = writes;
+            // Release: puts the job back for its next runner (the Acquire claim
+            // above) with our changes to it.
             slot.state.store(UNPROCESSED, Ordering::Release);
             return Err(Blocked::Later);
         }
@@ -337,10 +365,13 @@ pub(super) fn execute(
     }
     let mut blocked = false;
     for (arg, m) in slot.inputs.iter().zip(made.iter_mut()) {
+        // Acquire: pairs with planning's Release store of the placeholder
+        // (module doc).
         let v = arg.v.load(Ordering::Acquire);
         if !arg.write || v.is_null() || m.is_some() || arg.alias.load(Ordering::Relaxed) {
             continue; // a read, written, an unknown table, or a duplicate
         }
+        // Acquire: a chain link (module doc).
         // SAFETY: our placeholder, alive until we complete.
         let prev = unsafe { (*v).prev.load(Ordering::Acquire) };
         match resolve(s, prev, depth, &mut WriteBuf::default()) {
@@ -361,18 +392,21 @@ pub(super) fn execute(
         }
         writes.made = made;
         *buf = writes;
+        // Release: puts the job back, as above, for its next runner's Acquire
+        // claim.
         slot.state.store(UNPROCESSED, Ordering::Release);
         return Err(Blocked::Later);
     }
     for (arg, m) in slot.inputs.iter().zip(&made) {
+        // Acquire: pairs with planning's Release store of the placeholder
+        // (module doc).
         let v = arg.v.load(Ordering::Acquire);
         if !arg.write || v.is_null() || arg.alias.load(Ordering::Relaxed) {
             continue;
         }
         // SAFETY: our placeholder, alive until we complete.
         let ver = unsafe { &*v };
-        ver.data.store(m.expect("made above"), Ordering::Release);
-        ver.state.store(READY, Ordering::Release);
+        ver.produce(m.expect("made above"));
     }
     writes.made = made;
     *buf = writes;
@@ -386,6 +420,8 @@ pub(super) fn execute(
             None => out.push((Arc::clone(&slot.client), vec![job.into_any()])),
         }
     });
+    // Release: the versions produced above and the job handed back happen
+    // before anyone sees the procedure COMPLETE (`Executor::run`, `settle`).
     slot.state.store(COMPLETE, Ordering::Release);
     Ok(())
 }
@@ -403,17 +439,15 @@ pub(super) fn resolve<'v>(
     }
     // SAFETY: reached from a chain by a pinned reader.
     let ver = unsafe { &*v };
-    if ver.state.load(Ordering::Acquire) != READY {
+    if !ver.is_ready() {
         // SAFETY: an unready placeholder's producer's batch is alive
         // (batches are retired through the epoch we are pinned in).
         let producer = unsafe { &*ver.producer };
-        if (depth >= 32 || execute(s, producer, buf, depth + 1).is_err())
-            && ver.state.load(Ordering::Acquire) != READY
-        {
+        if (depth >= 32 || execute(s, producer, buf, depth + 1).is_err()) && !ver.is_ready() {
             return Err(Blocked::Later);
         }
     }
-    let d = ver.data.load(Ordering::Acquire);
+    let d = ver.data();
     // SAFETY: READY data is immutable and freed only with its version.
     Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten())
 }

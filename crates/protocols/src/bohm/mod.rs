@@ -61,7 +61,6 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -98,7 +97,9 @@ use store::*;
 use crate::catalog::Catalog;
 use crate::reclaim::Pin;
 use crate::scan::{visit, Batch as ScanBatch};
-use crate::sync::{backoff, prefetch};
+use crate::sync::{
+    backoff, prefetch, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use crate::value::Tail;
 use granary_api::limits::{check_bounds, check_key, check_value};
 
@@ -229,6 +230,8 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
 
 impl Drop for Bohm {
     fn drop(&mut self) {
+        // SeqCst: `stop` is a progress word (module doc): every thread sees it
+        // in order with the others and exits.
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.input_ready.notify_all();
         for t in self.threads.drain(..) {

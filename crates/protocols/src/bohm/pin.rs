@@ -11,6 +11,8 @@
 
 use std::ops::Deref;
 
+use crate::sync::{fence, AtomicU64, Ordering};
+
 /// A 64-bit word of one of the watermark arrays, and the fence between
 /// a store to one and loads of others.
 ///
@@ -24,28 +26,21 @@ pub(super) trait Word {
     fn fence();
 }
 
-impl Word for std::sync::atomic::AtomicU64 {
+impl Word for AtomicU64 {
     fn get(&self) -> u64 {
-        self.load(std::sync::atomic::Ordering::SeqCst)
+        // SeqCst: as every watermark access (see [`Word`]): the pin
+        // protocol orders stores to some words before loads of others.
+        self.load(Ordering::SeqCst)
     }
     fn set(&self, v: u64) {
-        self.store(v, std::sync::atomic::Ordering::SeqCst)
+        // SeqCst: as every watermark access: a store to one word is ordered
+        // before later loads of others.
+        self.store(v, Ordering::SeqCst)
     }
     fn fence() {
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-#[cfg(feature = "loom")]
-impl Word for loom::sync::atomic::AtomicU64 {
-    fn get(&self) -> u64 {
-        self.load(loom::sync::atomic::Ordering::SeqCst)
-    }
-    fn set(&self, v: u64) {
-        self.store(v, loom::sync::atomic::Ordering::SeqCst)
-    }
-    fn fence() {
-        loom::sync::atomic::fence(loom::sync::atomic::Ordering::SeqCst)
+        // SeqCst: the fence loom checks the store-then-load steps with (see
+        // [`Word`]).
+        fence(Ordering::SeqCst)
     }
 }
 
@@ -103,7 +98,6 @@ pub(super) fn unpin<W: Word>(slot: &W) {
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
-    use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
 
     /// Timestamps per batch in the model: batch b holds [10b, 10b + 10).

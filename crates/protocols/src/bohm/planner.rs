@@ -170,6 +170,7 @@ impl Planner {
                     // (the run fails there).
                     continue;
                 };
+                // Acquire: a chain link (module doc).
                 let old = chain.head.load(Ordering::Acquire);
                 if !write {
                     // §3.2.3: the read gets the version it must see — the
@@ -180,9 +181,13 @@ impl Planner {
                     let mut v = old;
                     // SAFETY: our partition's versions, alive.
                     if !v.is_null() && unsafe { (*v).begin } == slot.ts {
+                        // Acquire: a chain link (module doc).
                         // SAFETY: as above.
                         v = unsafe { (*v).prev.load(Ordering::Acquire) };
                     }
+                    // Release: publishes the annotated version to the
+                    // procedure's executor, which loads it with Acquire (module
+                    // doc).
                     slot.inputs[e].v.store(v, Ordering::Release);
                     continue;
                 }
@@ -190,6 +195,8 @@ impl Planner {
                 if !old.is_null() && unsafe { (*old).begin } == slot.ts {
                     // Declared twice: one placeholder serves both.
                     slot.inputs[e].alias.store(true, Ordering::Relaxed);
+                    // Release: publishes the placeholder to the procedure's
+                    // executor (Acquire there, module doc).
                     slot.inputs[e].v.store(old, Ordering::Release);
                     continue;
                 }
@@ -204,6 +211,9 @@ impl Planner {
                 if !old.is_null() {
                     self.superseded.push_back((b.number, v));
                 }
+                // Release (both): links the placeholder, its fields written,
+                // and hands it to its procedure, for Acquire loads (module
+                // doc).
                 chain.head.store(v, Ordering::Release);
                 slot.inputs[e].v.store(v, Ordering::Release);
             }
@@ -212,6 +222,9 @@ impl Planner {
         self.starts = starts;
         drop(g);
         // §3.2.4: one meeting point per batch.
+        // SeqCst: a progress word (module doc): every placeholder and
+        // annotation stored above is seen by an execution thread that sees the
+        // count reach m.
         b.planned.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -225,6 +238,8 @@ impl Planner {
             }
             self.superseded.pop_front();
             // SAFETY: our partition's version, alive (cut only here).
+            // AcqRel: Acquire to walk the versions cut off (as every link
+            // load); Release as every link store (module doc).
             let mut cut = unsafe { (*v).prev.swap(std::ptr::null_mut(), Ordering::AcqRel) };
             // No procedure reads below `v` any more (above): its versions
             // are reused, their values go to the execution threads.

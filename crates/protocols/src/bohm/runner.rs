@@ -66,6 +66,7 @@ impl TxRunner for Runner {
         let (lock, cv) = &*gate;
         let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
         while *st == 0 {
+            // SeqCst: a progress word (module doc).
             if self.s.stop.load(Ordering::SeqCst) {
                 return Err(Error::InvalidOption("BOHM is shutting down".into()));
             }
@@ -75,6 +76,8 @@ impl TxRunner for Runner {
                 .0;
         }
         drop(st);
+        // SeqCst: the timestamp counter (module doc): the closure's timestamp
+        // follows every procedure's stamped before it.
         let ts = self.s.next_ts.fetch_add(1, Ordering::SeqCst);
         let g = crossbeam_epoch::pin();
         let mut tx = Alone {
@@ -93,6 +96,9 @@ impl TxRunner for Runner {
         // Everything up to this closure is complete: snapshots may read
         // it (before the pipeline moves on).
         for d in self.s.done_ts.iter() {
+            // SeqCst: a progress word (the pin protocol, `pin.rs`): the
+            // closure's writes above are complete for the snapshot readers that
+            // see the raised bound.
             d.fetch_max(ts + 1, Ordering::SeqCst);
         }
         let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -145,6 +151,7 @@ impl TxRunner for Runner {
         }
         let mut q = self.client.done.lock().unwrap_or_else(|p| p.into_inner());
         while wait && q.is_empty() && self.in_flight > 0 {
+            // SeqCst: a progress word (module doc).
             if self.s.stop.load(Ordering::SeqCst) {
                 return Err(Error::InvalidOption("BOHM is shutting down".into()));
             }

@@ -11,6 +11,8 @@ pub(super) fn sequencer(s: &Shared) {
     let mut last: Option<Arc<Batch>> = None;
     loop {
         let mut input = s.input.lock().unwrap_or_else(|p| p.into_inner());
+        // SeqCst: `stop` is a progress word (module doc), seen in one order
+        // with the others.
         while input.queue.is_empty() && pending.is_empty() && !s.stop.load(Ordering::SeqCst) {
             input.sleeping = true;
             input = s
@@ -20,6 +22,7 @@ pub(super) fn sequencer(s: &Shared) {
                 .0;
             input.sleeping = false;
         }
+        // SeqCst: a progress word (module doc).
         if s.stop.load(Ordering::SeqCst) {
             return;
         }
@@ -35,6 +38,8 @@ pub(super) fn sequencer(s: &Shared) {
             }
         }
         drop(input);
+        // SeqCst: a progress word (module doc): the CC threads that have
+        // planned the last batch.
         let planning = last
             .as_ref()
             .is_some_and(|b| b.planned.load(Ordering::SeqCst) < s.cfg.cc_threads);
@@ -47,6 +52,9 @@ pub(super) fn sequencer(s: &Shared) {
         }
         if let Some(e) = exclusive {
             // Everything cut so far must complete first.
+            // SeqCst (with `finished` and `stop` below): progress words (module
+            // doc): once every thread's `finished` passes the last batch cut,
+            // its versions are produced and seen here.
             let last = s.next_batch.load(Ordering::SeqCst);
             let mut spins = 0;
             while s.finished.iter().any(|f| f.load(Ordering::SeqCst) < last) {
@@ -72,6 +80,8 @@ pub(super) fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>
     let slots: Box<[Slot]> = pending
         .drain(..)
         .map(|(job, client)| {
+            // SeqCst: the timestamp counter (module doc), shared with closures
+            // (`Runner::try_run`): one total order of timestamps.
             let ts = s.next_ts.fetch_add(1, Ordering::SeqCst);
             let inputs = job
                 .declared()
@@ -91,6 +101,7 @@ pub(super) fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>
             }
         })
         .collect();
+    // SeqCst: the batch counter (module doc); only this thread stores it.
     let number = s.next_batch.load(Ordering::SeqCst);
     let batch = Arc::new(Batch {
         number,
@@ -101,6 +112,8 @@ pub(super) fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push_back(Arc::clone(&batch));
+    // SeqCst: publishes the batch, queued above, to the threads that wait for
+    // its number (`batch`).
     s.next_batch.store(number + 1, Ordering::SeqCst);
     batch
 }
@@ -109,6 +122,8 @@ pub(super) fn cut_batch(s: &Shared, pending: &mut Vec<(Box<dyn Job>, Arc<Client>
 pub(super) fn batch(s: &Shared, number: u64, idle: &mut impl FnMut()) -> Option<Arc<Batch>> {
     let mut spins = 0;
     loop {
+        // SeqCst: pairs with `cut_batch`'s store: a batch whose number is seen
+        // is in the queue.
         if s.next_batch.load(Ordering::SeqCst) > number {
             let q = s.batches.lock().unwrap_or_else(|p| p.into_inner());
             let front = q.front().map_or(number, |b| b.number);
@@ -118,6 +133,7 @@ pub(super) fn batch(s: &Shared, number: u64, idle: &mut impl FnMut()) -> Option<
             debug_assert!(front <= number);
             return q.get(number.saturating_sub(front) as usize).cloned();
         }
+        // SeqCst: a progress word (module doc).
         if s.stop.load(Ordering::SeqCst) {
             return None;
         }

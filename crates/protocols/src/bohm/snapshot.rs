@@ -17,11 +17,13 @@ impl Snapshot<'_> {
     pub(super) fn visible<'v>(&self, chain: u64) -> Option<&'v [u8]> {
         // SAFETY: chains live as long as the database.
         let chain = unsafe { &*(chain as *const Chain) };
+        // Acquire: a chain link (module doc): the version's fields are seen.
         let mut v = chain.head.load(Ordering::Acquire);
         // SAFETY: versions at or above the one visible at `bound` are not
         // cut while our pin holds (see `snapshot_read`); the ones a closure
         // unlinks are freed through the epoch we are pinned in.
         while !v.is_null() && unsafe { (*v).begin } >= self.bound {
+            // Acquire: a chain link (module doc).
             // SAFETY: as above.
             v = unsafe { (*v).prev.load(Ordering::Acquire) };
         }
@@ -30,8 +32,8 @@ impl Snapshot<'_> {
         }
         // SAFETY: as above.
         let ver = unsafe { &*v };
-        debug_assert_eq!(ver.state.load(Ordering::Acquire), READY);
-        let d = ver.data.load(Ordering::Acquire);
+        debug_assert!(ver.is_ready());
+        let d = ver.data();
         // SAFETY: READY data is immutable while its version is alive.
         (!d.is_null()).then(|| unsafe { (*d).value() }).flatten()
     }

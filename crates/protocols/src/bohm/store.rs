@@ -28,6 +28,39 @@ pub(super) struct Version {
     pub(super) prev: AtomicPtr<Version>,
 }
 
+impl Version {
+    /// Publish the placeholder's value `d` (null: absent), produced by
+    /// its procedure on an execution thread (§3.3.1): the data, then
+    /// READY. Model-checked by `loom_ready_placeholder_shows_its_value`.
+    #[inline]
+    pub(super) fn produce(&self, d: *mut Data) {
+        // Release: publishes the value's bytes, written before, with the
+        // pointer (a reader that loads it with Acquire sees them).
+        self.data.store(d, Ordering::Release);
+        // Release: publishes the data pointer (and the bytes) before
+        // READY, which readers on other threads wait for.
+        self.state.store(READY, Ordering::Release);
+    }
+
+    /// Whether the value is produced: once true, [`Version::data`] is the
+    /// value for good.
+    #[inline]
+    pub(super) fn is_ready(&self) -> bool {
+        // Acquire: pairs with `produce`'s Release of READY, so the data
+        // pointer loaded after this is the produced one.
+        self.state.load(Ordering::Acquire) == READY
+    }
+
+    /// The produced value (null: absent); only after [`Version::is_ready`]
+    /// (or for a version that never was a placeholder).
+    #[inline]
+    pub(super) fn data(&self) -> *mut Data {
+        // Acquire: pairs with `produce`'s Release of the pointer, so the
+        // value's bytes are seen.
+        self.data.load(Ordering::Acquire)
+    }
+}
+
 // SAFETY: fields are atomics, or written once before the version is
 // published (`begin`, `producer`); `producer` is dereferenced only while
 // its batch is alive (see `Slot`).
@@ -242,4 +275,42 @@ pub(super) fn key_hash(t: TableId, key: &[u8]) -> u64 {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
     h
+}
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// An execution thread produces a placeholder's value
+    /// (`Version::produce`, as `execute` publishes it) while a reader on
+    /// another execution thread waits for it (`Version::is_ready`, as
+    /// `resolve` does when the producer runs elsewhere): once READY, the
+    /// reader sees the value's pointer and its bytes.
+    #[test]
+    fn loom_ready_placeholder_shows_its_value() {
+        loom::model(|| {
+            let v = Arc::new(Version {
+                begin: 1,
+                producer: std::ptr::null(),
+                state: AtomicU8::new(UNREADY),
+                data: AtomicPtr::default(),
+                prev: AtomicPtr::default(),
+            });
+            let exec = {
+                let v = v.clone();
+                loom::thread::spawn(move || v.produce(Data::alloc((), Some(&[7; 8]), 0)))
+            };
+            while !v.is_ready() {
+                loom::thread::yield_now();
+            }
+            let d = v.data();
+            assert!(!d.is_null(), "READY without its value");
+            // SAFETY: produced: immutable while the version lives.
+            assert_eq!(unsafe { (*d).value() }, Some(&[7u8; 8][..]));
+            exec.join().unwrap();
+            // SAFETY: the model's only value, made above, freed once.
+            unsafe { Data::free(d) };
+        });
+    }
 }

@@ -73,6 +73,8 @@ impl Txn<'_> {
                 .ok_or_else(|| Self::undeclared(t))?,
             None => return Err(Self::undeclared(t)),
         };
+        // Acquire: pairs with planning's Release store of the placeholder
+        // (module doc).
         let v = self.slot.inputs[e].v.load(Ordering::Acquire);
         if v.is_null() {
             return Err(Error::UnknownTableId(t.index()).into());
@@ -114,11 +116,14 @@ impl Txn<'_> {
             // SAFETY: our own value, alive until the run ends.
             return Ok((!d.is_null()).then(|| unsafe { (*d).value() }).flatten());
         }
+        // Acquire: pairs with planning's Release store of the input (module
+        // doc).
         let v = self.slot.inputs[e].v.load(Ordering::Acquire);
         if write {
             if v.is_null() {
                 return self.visible(t, key); // an unknown table: its error
             }
+            // Acquire: a chain link (module doc).
             // SAFETY: our placeholder; the version below it is the newest
             // that began before us (planned in order).
             return self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) });
@@ -149,10 +154,13 @@ impl Txn<'_> {
     pub(super) fn visible_in<'v>(&mut self, c: u64) -> Result<Option<&'v [u8]>, TxError> {
         // SAFETY: chains live as long as the database.
         let chain = unsafe { &*(c as *const Chain) };
+        // Acquire: a chain link (module doc): the version's fields and value
+        // are seen.
         let mut v = chain.head.load(Ordering::Acquire);
         // SAFETY: versions at or above the one we read are not cut while
         // our batch runs (Condition 3); pinned.
         while !v.is_null() && unsafe { (*v).begin } >= self.slot.ts {
+            // Acquire: a chain link (module doc).
             // SAFETY: as above.
             v = unsafe { (*v).prev.load(Ordering::Acquire) };
         }
@@ -171,9 +179,10 @@ impl Txn<'_> {
             let mut v = v;
             let unready = |v: *mut Version| {
                 // SAFETY: as in `visible_in`.
-                !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } != READY
+                !v.is_null() && !unsafe { &*v }.is_ready()
             };
             while self.s.cfg.mutant_skip_unready && unready(v) {
+                // Acquire: a chain link (module doc).
                 // SAFETY: as above.
                 v = unsafe { (*v).prev.load(Ordering::Acquire) };
             }
@@ -217,6 +226,7 @@ impl Tx for Txn<'_> {
         }
         // The new value is made from the one below our placeholder, in
         // one copy.
+        // Acquire: a chain link (module doc).
         // SAFETY: our placeholder, alive while we run.
         let Some(old) = self.resolved(unsafe { (*v).prev.load(Ordering::Acquire) })? else {
             return Ok(None);
@@ -239,6 +249,7 @@ impl Tx for Txn<'_> {
         let (i, v) = self.placeholder(t, key)?;
         let existed = match self.writes.get(i) {
             Some(d) => !d.is_null(),
+            // Acquire: a chain link (module doc).
             // SAFETY: our placeholder, alive while we run.
             None => self
                 .resolved(unsafe { (*v).prev.load(Ordering::Acquire) })?
@@ -306,10 +317,13 @@ impl Alone<'_> {
 
     /// The newest version's value (everything has completed).
     pub(super) fn latest(chain: &Chain) -> Option<&[u8]> {
+        // Acquire: a chain link (module doc): the version's fields are seen.
         let v = chain.head.load(Ordering::Acquire);
         if v.is_null() {
             return None;
         }
+        // Acquire: pairs with the Release that published the value
+        // (`Version::produce`, or a closure's own).
         // SAFETY: alive while pinned; READY (nothing is in flight).
         let d = unsafe { (*v).data.load(Ordering::Acquire) };
         // SAFETY: READY data is immutable until its version is freed.
@@ -331,12 +345,16 @@ impl Alone<'_> {
         }
         let chain = chain(self.s, t, key, self.g).expect("table exists");
         let existed = Self::latest(chain).is_some();
+        // Acquire: a chain link (module doc).
         let head = chain.head.load(Ordering::Acquire);
         let data = value.map_or(std::ptr::null_mut(), |v| Data::alloc((), Some(v), 0));
         // SAFETY: alive while pinned.
         if !head.is_null() && unsafe { (*head).begin } == self.ts {
             // Ours already: replace its value (the old one was never seen
             // by anyone else).
+            // AcqRel: Release publishes the new value's bytes with the pointer
+            // (readers load it with Acquire); the Acquire half orders nothing
+            // (the old value is ours).
             // SAFETY: ours.
             let old = unsafe { (*head).data.swap(data, Ordering::AcqRel) };
             if !old.is_null() {
@@ -352,6 +370,8 @@ impl Alone<'_> {
             data: AtomicPtr::new(data),
             prev: AtomicPtr::new(head),
         }));
+        // Release: links the version, its fields and value written, as every
+        // link (module doc).
         chain.head.store(v, Ordering::Release);
         self.undo.push((chain as *const Chain, v));
         Ok(existed)
@@ -365,6 +385,8 @@ impl Alone<'_> {
         for (chain, v) in self.undo.drain(..).rev() {
             // SAFETY: our chain and version; nothing else runs.
             unsafe {
+                // Acquire/Release: the undo relinks the version below, loaded
+                // and stored as every chain link (module doc).
                 (&*chain)
                     .head
                     .store((*v).prev.load(Ordering::Acquire), Ordering::Release);

@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 
 use super::log::Lsn;
 use crate::reclaim::Pin;
+use crate::sync::{AtomicU64, Ordering};
 use crate::value::Tail;
 use granary_index::Tree;
 
@@ -104,7 +105,7 @@ unsafe fn retire(g: &crossbeam_epoch::Guard, p: *mut Entry) {
 /// line: a pointer chase and a `memcmp` per comparison.)
 pub struct MemoryDc {
     tables: Box<[OnceLock<Tree>]>,
-    rssp: std::sync::atomic::AtomicU64,
+    rssp: AtomicU64,
 }
 
 impl Default for MemoryDc {
@@ -113,7 +114,7 @@ impl Default for MemoryDc {
             tables: (0..crate::catalog::MAX_TABLES)
                 .map(|_| OnceLock::new())
                 .collect(),
-            rssp: std::sync::atomic::AtomicU64::new(0),
+            rssp: AtomicU64::new(0),
         }
     }
 }
@@ -209,13 +210,15 @@ impl DataComponent for MemoryDc {
     }
 
     fn checkpoint(&self, rssp: Lsn) -> Result<(), Error> {
-        self.rssp
-            .fetch_max(rssp, std::sync::atomic::Ordering::AcqRel);
+        // AcqRel: the RSSP (§4.4) rises after the checkpoint: whoever loads it
+        // with Acquire sees it complete.
+        self.rssp.fetch_max(rssp, Ordering::AcqRel);
         Ok(())
     }
 
     fn checkpointed(&self) -> Lsn {
-        self.rssp.load(std::sync::atomic::Ordering::Acquire)
+        // Acquire: pairs with `checkpoint`'s raise of the RSSP.
+        self.rssp.load(Ordering::Acquire)
     }
 
     fn persistent(&self) -> bool {

@@ -14,13 +14,13 @@
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use granary_api::Error;
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 
 use super::dc::{DataComponent, Op};
 use super::log::Lsn;
+use crate::sync::{AtomicU64, Ordering};
 
 /// A key: `(table, key)`.
 type Key<'a> = (u32, &'a [u8]);
@@ -178,11 +178,14 @@ impl DataComponent for DiskDc {
             m.insert("rssp", rssp).map_err(|e| fail(e.into()))?;
         }
         w.commit().map_err(|e| fail(e.into()))?;
+        // AcqRel: the RSSP (§4.4) rises after the checkpoint's commit above:
+        // whoever loads it with Acquire sees the checkpoint complete.
         self.rssp.fetch_max(rssp, Ordering::AcqRel);
         Ok(())
     }
 
     fn checkpointed(&self) -> Lsn {
+        // Acquire: pairs with `checkpoint`'s raise of the RSSP.
         self.rssp.load(Ordering::Acquire)
     }
 

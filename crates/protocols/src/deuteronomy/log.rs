@@ -113,6 +113,8 @@ impl LogBuffer {
     /// How many bytes were reserved in it so far (past its capacity once
     /// sealed).
     pub fn reserved(&self) -> u64 {
+        // Acquire: as every load of the word that may see users' releases; only
+        // the count is used here.
         self.word.load(Ordering::Acquire) & OFFSET
     }
 
@@ -132,6 +134,9 @@ impl LogBuffer {
             // the log is full, threads come back again and again.
             return Reserved::Full;
         }
+        // AcqRel: the reservation, one RMW on the word ordered with the seal
+        // and the releases (what carries the bytes is `release`'s Release and
+        // `ready`'s Acquire).
         let old = self
             .word
             .fetch_add(USER + u64::from(size), Ordering::AcqRel);
@@ -144,6 +149,8 @@ impl LogBuffer {
             self.sealed_at.store(start, Ordering::Relaxed);
         }
         // No space: we are not a user after all.
+        // Release: the user goes after `sealed_at` is stored: whoever sees no
+        // users (`ready`, Acquire) sees it.
         self.word.fetch_sub(USER, Ordering::Release);
         match sealer {
             true => Reserved::Sealer,
@@ -158,6 +165,7 @@ impl LogBuffer {
         if self.is_sealed() {
             return false;
         }
+        // AcqRel: the sealing reservation, an RMW on the word as in `reserve`.
         let old = self
             .word
             .fetch_add(USER + u64::from(self.capacity) + 1, Ordering::AcqRel);
@@ -166,6 +174,8 @@ impl LogBuffer {
         if sealer {
             self.sealed_at.store(start, Ordering::Relaxed);
         }
+        // Release: as in `reserve`: `sealed_at` is seen by whoever sees no
+        // users left.
         self.word.fetch_sub(USER, Ordering::Release);
         sealer
     }
@@ -197,12 +207,16 @@ impl LogBuffer {
 
     /// Done filling a reservation (§5.1: subtract `2^32`).
     pub fn release(&self) {
+        // Release: publishes the bytes we copied in: whoever sees no users left
+        // (`ready`, Acquire) sees them.
         self.word.fetch_sub(USER, Ordering::Release);
     }
 
     /// If the buffer is sealed and no one is still filling it: how many
     /// of its bytes hold data (everything before the sealer's start).
     pub fn ready(&self) -> Option<u32> {
+        // Acquire: pairs with every user's Release: with no users left, every
+        // byte and `sealed_at` are seen.
         let w = self.word.load(Ordering::Acquire);
         let sealed = w & OFFSET > u64::from(self.capacity);
         (w >> 32 == 0 && sealed).then(|| self.sealed_at.load(Ordering::Relaxed) as u32)
@@ -322,7 +336,7 @@ mod tests {
     fn threads_fill_buffers_without_overlap() {
         for _ in 0..50 {
             let b = LogBuffer::new(4096);
-            let sealers = std::sync::atomic::AtomicU32::new(0);
+            let sealers = crate::sync::AtomicU32::new(0);
             let spans = std::sync::Mutex::new(Vec::new());
             std::thread::scope(|s| {
                 for t in 0..4u8 {
@@ -337,7 +351,7 @@ mod tests {
                                 spans.lock().unwrap().push((at, size, t + 1));
                             }
                             Reserved::Sealer => {
-                                sealers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                sealers.fetch_add(1, Ordering::Relaxed);
                                 return;
                             }
                             Reserved::Full => return,
@@ -471,10 +485,7 @@ struct Pool {
     made: usize,
 }
 
-#[cfg(feature = "loom")]
-type AtomicPtrCell = loom::sync::atomic::AtomicPtr<LogBuffer>;
-#[cfg(not(feature = "loom"))]
-type AtomicPtrCell = std::sync::atomic::AtomicPtr<LogBuffer>;
+type AtomicPtrCell = crate::sync::AtomicPtr<LogBuffer>;
 
 impl Log {
     /// A log of buffers of `capacity` bytes, at most `budget` of them (at
@@ -489,6 +500,8 @@ impl Log {
         let slots: Box<[AtomicPtrCell]> = (0..SLOTS).map(|_| AtomicPtrCell::default()).collect();
         let mut first = Box::new(LogBuffer::new(capacity));
         first.reset(seq);
+        // Release: publishes the first buffer, made above, as every install
+        // (type doc).
         slots[seq as usize % SLOTS].store(Box::into_raw(first), Ordering::Release);
         Log {
             slots,
@@ -535,6 +548,8 @@ impl Log {
     /// here stays valid while the caller is pinned (recycling waits for
     /// a grace period), or until the caller recycles it (the TC Proxy).
     pub fn buffer(&self, seq: u64) -> Option<&LogBuffer> {
+        // Acquire: pairs with the installer's Release: the buffer is seen fully
+        // made (reset, numbered).
         let p = self.slots[seq as usize % SLOTS].load(Ordering::Acquire);
         // SAFETY: an installed buffer is freed or reused only after it is
         // unlinked from its slot and a grace period has passed.
@@ -544,6 +559,8 @@ impl Log {
 
     /// The sequence number of the buffer being filled.
     pub fn active(&self) -> u64 {
+        // Acquire: the active number moves only after its buffer is installed
+        // (type doc), so the buffer it names is found.
         self.active.load(Ordering::Acquire)
     }
 
@@ -570,6 +587,8 @@ impl Log {
             "log record of {len} bytes"
         );
         loop {
+            // Acquire: as in `active`: the buffer it names is installed and
+            // seen.
             let seq = self.active.load(Ordering::Acquire);
             let Some(buf) = self.buffer(seq) else {
                 // Its installer has claimed it and is storing it.
@@ -594,6 +613,7 @@ impl Log {
     /// buffer is recycled (and outcome records, which must go in, take
     /// one past the budget).
     pub fn seal_active(&self) -> bool {
+        // Acquire: as in `active`: the buffer it names is installed and seen.
         let seq = self.active.load(Ordering::Acquire);
         let Some(buf) = self.buffer(seq) else {
             return false; // Being installed: nothing in it yet.
@@ -610,6 +630,9 @@ impl Log {
     /// no one has (past the budget if `force`).
     fn advance(&self, seq: u64, force: bool) -> Result<(), Full> {
         self.advance_to(seq, force)?;
+        // AcqRel: the active number moves after the buffer it names is
+        // installed: Release passes the installation on to `active`'s Acquire
+        // loads; Acquire sees a rival's move.
         let _ = self
             .active
             .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire);
@@ -621,10 +644,13 @@ impl Log {
         let next = seq + 1;
         // Installed already (by another thread), or long since: a caller
         // that stalled must not install `next` a second time.
+        // Acquire: pairs with an installer's claim (AcqRel CAS below).
         if self.installed.load(Ordering::Acquire) >= next {
             return Ok(());
         }
         let slot = &self.slots[next as usize % SLOTS];
+        // Acquire: pairs with the installer's Release store: a buffer seen is
+        // fully made, and the claim before it is seen (below).
         if !slot.load(Ordering::Acquire).is_null() {
             // Either another thread installed `next` between our two loads
             // (its claim precedes its store, so the Acquire load above
@@ -649,6 +675,8 @@ impl Log {
         fresh.reset(next);
         // Claim `next`: one installer, once. The slot stays empty until
         // the claimer stores it (no one else writes it meanwhile).
+        // AcqRel: the claim: Release orders it before our slot store for the
+        // Acquire loads above; Acquire sees a rival's claim.
         if self
             .installed
             .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
@@ -657,6 +685,8 @@ impl Log {
             self.pool.lock().expect("pool").free.push(*fresh);
             return Ok(());
         }
+        // Release: installs the buffer, fully made (reset, numbered), for the
+        // Acquire loads of the slot (type doc).
         slot.store(Box::into_raw(fresh), Ordering::Release);
         Ok(())
     }
@@ -667,12 +697,15 @@ impl Log {
     /// once per buffer.
     pub fn recycle(&self, seq: u64, g: &crossbeam_epoch::Guard) {
         let slot = &self.slots[seq as usize % SLOTS];
+        // Acquire: the buffer as installed (type doc): its number is seen.
         let p = slot.load(Ordering::Acquire);
         assert!(
             // SAFETY: the caller owns recycling; the buffer is live.
             unsafe { p.as_ref() }.is_some_and(|b| b.seq == seq),
             "recycling buffer {seq}, which is not installed"
         );
+        // Release: empties the slot: a reader that sees it null reads the
+        // buffer as gone.
         slot.store(std::ptr::null_mut(), Ordering::Release);
         let pool = std::sync::Arc::clone(&self.pool);
         let budget = self.budget;
@@ -731,6 +764,8 @@ impl Log {
 impl Drop for Log {
     fn drop(&mut self) {
         for b in self.slots.iter() {
+            // Acquire: as every slot load; the log is ours alone here, so
+            // Relaxed would do.
             let p = b.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: the log is going; its buffers are its own.
@@ -847,7 +882,7 @@ mod log_tests {
 #[cfg(all(test, not(feature = "loom")))]
 mod recycle_tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering as O};
+    use crate::sync::AtomicBool;
 
     /// Appenders, a flusher-like sealer and a recycler race on a log of
     /// three small buffers: every record read back through its LSN while
@@ -858,13 +893,13 @@ mod recycle_tests {
     fn records_read_back_while_buffers_are_recycled() {
         let log = Log::new(256, 3);
         let stop = AtomicBool::new(false);
-        let next_unrecycled = std::sync::atomic::AtomicU64::new(0);
+        let next_unrecycled = AtomicU64::new(0);
         std::thread::scope(|s| {
             for t in 0..3u8 {
                 let (log, stop) = (&log, &stop);
                 s.spawn(move || {
                     let mut n = 0u32;
-                    while !stop.load(O::Relaxed) {
+                    while !stop.load(Ordering::Relaxed) {
                         let g = crossbeam_epoch::pin();
                         let mut rec = vec![t; 24];
                         rec[1..5].copy_from_slice(&n.to_le_bytes());
@@ -881,7 +916,7 @@ mod recycle_tests {
             }
             // Seal now and then, as the flusher does.
             s.spawn(|| {
-                while !stop.load(O::Relaxed) {
+                while !stop.load(Ordering::Relaxed) {
                     let g = crossbeam_epoch::pin();
                     let _ = log.seal_active();
                     drop(g);
@@ -892,17 +927,17 @@ mod recycle_tests {
             s.spawn(|| {
                 let t0 = std::time::Instant::now();
                 while t0.elapsed() < std::time::Duration::from_millis(1500) {
-                    let seq = next_unrecycled.load(O::Relaxed);
+                    let seq = next_unrecycled.load(Ordering::Relaxed);
                     let g = crossbeam_epoch::pin();
                     let ready = log.buffer(seq).and_then(|b| b.ready()).is_some();
                     if ready && seq < log.active() {
                         log.recycle(seq, &g);
-                        next_unrecycled.store(seq + 1, O::Relaxed);
+                        next_unrecycled.store(seq + 1, Ordering::Relaxed);
                     }
                     drop(g);
                     std::thread::yield_now();
                 }
-                stop.store(true, O::Relaxed);
+                stop.store(true, Ordering::Relaxed);
             });
         });
         let n = next_unrecycled.into_inner();

@@ -33,7 +33,6 @@
 //! the log's space (writers then shed load).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use std::sync::Mutex;
@@ -42,6 +41,7 @@ use super::dc::Op;
 use super::log::Lsn;
 use super::logrec::{kind_and_ts, VersionHeader, ABORT, COMMIT, HEADER, OUTCOME, VERSION};
 use super::shared::{Flaw, Shared};
+use crate::sync::Ordering;
 use granary_storage::segments::SegmentLog;
 
 /// The most operations per DC batch (a disk DC's batch is a write
@@ -70,6 +70,7 @@ struct State {
 /// thread gets going (runners may have filled buffers by then).
 pub(super) fn flush(s: &Shared, start: u64, file: Option<&Mutex<SegmentLog>>) {
     let mut f = Flusher::new(s, start);
+    // Acquire: pairs with the TC's Release of `stop` (`Tc::drop`).
     while !s.stop.load(Ordering::Acquire) {
         match f.step(s, file) {
             Ok(true) => {}
@@ -157,6 +158,8 @@ impl Flusher {
         }
         self.next = seq;
         self.last_seal = Instant::now();
+        // Release: everything below it is stable in the log file: a waiter that
+        // sees it (Acquire) may acknowledge.
         s.durable_lsn.store(self.next << 32, Ordering::Release);
         Ok(true)
     }
@@ -179,12 +182,15 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<SegmentLog>>) {
     let checkpoint_every = Duration::from_millis(s.config.checkpoint_ms);
     let mut last_checkpoint = Instant::now();
     let mut ops: Vec<Op<'_>> = Vec::with_capacity(BATCH);
+    // Acquire: pairs with the TC's Release of `stop` (`Tc::drop`).
     while !s.stop.load(Ordering::Acquire) {
         if let Some(f) = &mut flusher {
             if f.step(s, None).is_err() {
                 return;
             }
         }
+        // Acquire: pairs with the flusher's Release of the durable LSN: what is
+        // below it is stable.
         let stable = s.durable_lsn.load(Ordering::Acquire) >> 32;
         let progressed = st.next < stable;
         while st.next < stable {
@@ -213,6 +219,8 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<SegmentLog>>) {
             .firsts
             .first_key_value()
             .map_or(st.next << 32, |(&l, _)| l);
+        // Release: O-LSN (§4.4): every operation below it is applied at the DC,
+        // for the transactions that load it with Acquire and trim below it.
         s.o_lsn.store(o_lsn, Ordering::Release);
         if let (Some(f), true) = (file, last_checkpoint.elapsed() >= checkpoint_every) {
             // §6: the DC makes everything below O-LSN stable, and the log
@@ -259,6 +267,8 @@ pub(super) fn run(s: &Shared, start: u64, file: Option<&Mutex<SegmentLog>>) {
         s.over_hard
             .store(entries > s.config.hard_versions, Ordering::Relaxed);
         // For the hard watermark's evictions.
+        // Release: the OAT just computed, for the hard watermark's sweeps,
+        // which load it with Acquire.
         s.oat_seen.store(s.oat(), Ordering::Release);
         if !progressed {
             std::thread::park_timeout(Duration::from_micros(200));

@@ -60,12 +60,7 @@
 //! At most 4095 writers copy into one segment at once (one insert in
 //! flight per thread); more give up.
 
-#[cfg(feature = "loom")]
-use loom::sync::atomic::fence;
-#[cfg(not(feature = "loom"))]
-use std::sync::atomic::fence;
-
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Slots per index row: one cache line of words.
 pub(crate) const WAYS: usize = 8;

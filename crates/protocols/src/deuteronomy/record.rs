@@ -49,12 +49,7 @@
 
 use granary_api::AbortReason;
 
-use crate::sync::{AtomicU64, Ordering};
-
-#[cfg(feature = "loom")]
-use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
-#[cfg(not(feature = "loom"))]
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// The head of an evicted record (never dereferenced).
 const DEAD: *mut Version = std::ptr::dangling_mut();
@@ -138,9 +133,13 @@ impl Record {
         // SAFETY: versions stay allocated while the record lives (garbage
         // collection, later, unlinks them under the epoch).
         while let Some(ver) = unsafe { v.as_ref() } {
+            // Acquire: as every state load (module doc): pairs with the
+            // creator's Release of its outcome.
             if ver.state.load(Ordering::Acquire) != ABORTED {
                 return Some(ver);
             }
+            // Acquire: a list link: the older version's fields, written before
+            // it was prepended, are seen.
             v = ver.next.load(Ordering::Acquire);
         }
         None
@@ -149,6 +148,8 @@ impl Record {
     /// Read at timestamp `ts` (§2.1).
     pub fn read(&self, ts: u64) -> Seen<'_> {
         loop {
+            // Acquire: pairs with the prepending CAS (module doc): the
+            // versions' fields are seen.
             let head = self.head.load(Ordering::Acquire);
             if head == DEAD {
                 return Seen::Gone;
@@ -164,7 +165,9 @@ impl Record {
                 if ver.creator <= ts {
                     break;
                 }
+                // Acquire: as every state load (module doc): the outcome.
                 covered &= ver.state.load(Ordering::Acquire) == COMMITTED;
+                // Acquire: a list link, as in `live`.
                 v = self.live(ver.next.load(Ordering::Acquire));
             }
             let is_youngest = match (v, youngest) {
@@ -174,6 +177,7 @@ impl Record {
             if let Some(ver) = v {
                 // One load: a version seen running may abort since `live`
                 // passed it.
+                // Acquire: as every state load (module doc): the outcome.
                 match ver.state.load(Ordering::Acquire) {
                     ABORTED => continue,
                     ACTIVE if ver.creator != ts => return Seen::Pending(ver.creator),
@@ -195,6 +199,8 @@ impl Record {
     /// where it goes).
     pub fn hold_reads_below(&self, ts: u64) {
         if ts > 0 {
+            // AcqRel: an RMW on the read timestamp, as a reader's raise (module
+            // doc), ordered with the writers' RMWs on it.
             self.read_ts.fetch_max(ts, Ordering::AcqRel);
         }
     }
@@ -202,9 +208,17 @@ impl Record {
     /// Raise the read timestamp to `ts` (if lower), then check that the
     /// head is still `head`: false if a writer got in (read again).
     fn raise(&self, ts: u64, head: *mut Version) -> bool {
+        // Acquire: a value seen here came through the RMWs on the read
+        // timestamp (a release sequence), so a writer's prepend before them is
+        // seen at the head below.
         if self.read_ts.load(Ordering::Acquire) < ts {
+            // AcqRel: the reader's RMW (module doc): it acquires a writer's
+            // earlier RMW (and its prepend) and releases our raise to a later
+            // one.
             self.read_ts.fetch_max(ts, Ordering::AcqRel);
         }
+        // Acquire: the head again, after the RMW: a writer that got in first is
+        // seen.
         self.head.load(Ordering::Acquire) == head
     }
 
@@ -231,15 +245,20 @@ impl Record {
         check_reads: bool,
     ) -> Result<Option<&Version>, AbortReason> {
         loop {
+            // Acquire: pairs with the prepending CAS (module doc): the
+            // versions' fields are seen.
             let head = self.head.load(Ordering::Acquire);
             if head == DEAD {
                 return Ok(None);
             }
             if let Some(y) = self.live(head) {
                 if y.creator == ts {
+                    // Release: a second write's payload: a reader that loads it
+                    // with Acquire sees the bytes it locates.
                     y.payload.store(payload, Ordering::Release);
                     return Ok(Some(y));
                 }
+                // Acquire: as every state load (module doc): the outcome.
                 match y.state.load(Ordering::Acquire) {
                     // Aborted since `live` passed it: look again.
                     ABORTED => continue,
@@ -257,6 +276,8 @@ impl Record {
                 commit: AtomicU64::new(0),
                 next: AtomicPtr::new(head),
             }));
+            // AcqRel: the prepend (module doc): Release publishes the new
+            // version's fields; Acquire sees the head another writer prepended.
             if self
                 .head
                 .compare_exchange(head, v, Ordering::AcqRel, Ordering::Acquire)
@@ -268,9 +289,13 @@ impl Record {
             }
             // SAFETY: published; versions live as long as the record.
             let v = unsafe { &*v };
+            // AcqRel: the writer's RMW (module doc): it releases our prepend to
+            // a later reader's raise and acquires an earlier one.
             // An RMW: it reads the latest read timestamp (see above).
             if self.read_ts.fetch_add(0, Ordering::AcqRel) > ts && check_reads {
                 // A younger transaction read what we would supersede.
+                // Release: the outcome, as every state store (module doc):
+                // readers that see ABORTED skip the version.
                 v.state.store(ABORTED, Ordering::Release);
                 return Err(AbortReason::ReadValidation);
             }
@@ -283,11 +308,15 @@ impl Record {
     /// marked [`DEAD`], for good (the caller removes it from the table).
     /// See the module's notes.
     pub fn evict(&self, oat: u64) -> bool {
+        // Acquire (both): a first look, as in `read`; the CAS and the RMW below
+        // settle the race.
         if !self.head.load(Ordering::Acquire).is_null()
             || self.read_ts.load(Ordering::Acquire) >= oat
         {
             return false;
         }
+        // AcqRel: the eviction mark is a head CAS, as a prepend (module doc),
+        // so the two are ordered; Acquire on failure sees the writer's version.
         if self
             .head
             .compare_exchange(
@@ -301,8 +330,12 @@ impl Record {
             return false; // A writer got in.
         }
         // An RMW: it reads the latest read timestamp (see above).
+        // AcqRel: the evictor's RMW (module doc): a reader's raise before it is
+        // seen; a reader after it sees the mark.
         if self.read_ts.fetch_add(0, Ordering::AcqRel) >= oat {
             // A reader got in first: it stays. Only we change a DEAD head.
+            // Release: as every head store: readers that see the empty head
+            // again see the record as it was.
             self.head.store(std::ptr::null_mut(), Ordering::Release);
             return false;
         }
@@ -339,11 +372,14 @@ impl Record {
         out: &mut Vec<*mut Version>,
     ) -> usize {
         let cut_at = |ver: &Version| {
+            // Acquire (both): the outcome and the list link, as every state and
+            // link load (module doc).
             ver.state.load(Ordering::Acquire) == COMMITTED
                 && applied(ver)
                 && (!keep_newest || !ver.next.load(Ordering::Acquire).is_null())
         };
         // A look first, without the flag: most records have nothing to cut.
+        // Acquire: pairs with the prepending CAS (module doc).
         let mut v = self.head.load(Ordering::Acquire);
         if v == DEAD {
             return 0;
@@ -353,11 +389,14 @@ impl Record {
             if cut_at(ver) {
                 break;
             }
+            // Acquire: a list link: the older version's fields are seen.
             v = ver.next.load(Ordering::Acquire);
         }
         if v.is_null()
             || self
                 .trimming
+                // Acquire: the flag is a lock: we see the list as the last
+                // trimmer left it (its Release below).
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_err()
         {
@@ -365,6 +404,7 @@ impl Record {
         }
         let mut n = 0;
         let mut prev: Option<&Version> = None;
+        // Acquire: pairs with the prepending CAS (module doc).
         let mut v = self.head.load(Ordering::Acquire);
         if v == DEAD {
             // Emptied by another trimmer and evicted since our look.
@@ -374,10 +414,14 @@ impl Record {
         while let Some(ver) = unsafe { v.as_ref() } {
             if cut_at(ver) {
                 let (link, first) = match keep_newest {
+                    // Acquire: a list link: the older version's fields are seen.
                     true => (Some(ver), ver.next.load(Ordering::Acquire)),
                     false => (prev, v),
                 };
                 let cut = match link {
+                    // AcqRel: a cut at the head is a head CAS that races a
+                    // prepend (which then retries): Release as every head
+                    // store, Acquire as every head load.
                     None => self
                         .head
                         .compare_exchange(
@@ -388,6 +432,8 @@ impl Record {
                         )
                         .is_ok(),
                     Some(p) => {
+                        // Release: as every link store: a reader that sees the
+                        // cut link stops there.
                         p.next.store(std::ptr::null_mut(), Ordering::Release);
                         true
                     }
@@ -397,6 +443,7 @@ impl Record {
                     while !c.is_null() {
                         out.push(c);
                         n += 1;
+                        // Acquire: a list link: the older version's fields are seen.
                         // SAFETY: unlinked by us alone; not yet freed.
                         c = unsafe { &*c }.next.load(Ordering::Acquire);
                     }
@@ -404,8 +451,11 @@ impl Record {
                 break;
             }
             prev = Some(ver);
+            // Acquire: a list link: the older version's fields are seen.
             v = ver.next.load(Ordering::Acquire);
         }
+        // Release: unlocks: the next trimmer, which takes the flag with
+        // Acquire, sees our cuts.
         self.trimming.store(false, Ordering::Release);
         n
     }
@@ -413,6 +463,7 @@ impl Record {
     /// How many versions it lists (tests, statistics).
     pub fn len(&self) -> usize {
         let mut n = 0;
+        // Acquire: pairs with the prepending CAS (module doc).
         let mut v = self.head.load(Ordering::Acquire);
         if v == DEAD {
             return 0;
@@ -420,6 +471,7 @@ impl Record {
         // SAFETY: as in `trim`.
         while let Some(ver) = unsafe { v.as_ref() } {
             n += 1;
+            // Acquire: a list link: the older version's fields are seen.
             v = ver.next.load(Ordering::Acquire);
         }
         n

@@ -5,7 +5,6 @@
 //! and checkpoints through it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64 as StdAtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
@@ -19,7 +18,7 @@ use super::logrec::HEADER;
 use super::read_cache::ReadCache;
 use super::table::MvccTable;
 use crate::catalog::Catalog;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 /// The most runners at once (slots of the transaction table).
 pub(super) const MAX_RUNNERS: usize = 1024;
@@ -122,17 +121,17 @@ pub(super) struct Shared {
     pub(super) dc: Box<dyn DataComponent>,
     pub(super) config: Config,
     /// The next transaction's timestamp (its id).
-    pub(super) next_ts: StdAtomicU64,
+    pub(super) next_ts: AtomicU64,
     /// The transaction table (§2.1): each runner's running timestamp, or
     /// [`IDLE`], and its counters.
     pub(super) slots: Box<[CachePadded<TxSlot>]>,
     pub(super) claimed: Mutex<Vec<bool>>,
     /// O-LSN (§4.4): every operation below it is applied at the DC or
     /// discarded. Published by the TC Proxy.
-    pub(super) o_lsn: StdAtomicU64,
+    pub(super) o_lsn: AtomicU64,
     /// The OAT as the TC Proxy last computed it (a lower bound of the
     /// OAT now): the hard watermark's sweeps evict below it.
-    pub(super) oat_seen: StdAtomicU64,
+    pub(super) oat_seen: AtomicU64,
     /// One past the highest transaction-table slot ever claimed.
     pub(super) runners: AtomicUsize,
     /// Past the soft / hard watermark (set by the TC Proxy).
@@ -150,7 +149,7 @@ pub(super) struct Shared {
     pub(super) dir: Option<PathBuf>,
     /// Everything below this LSN is stable in the log file (a durable
     /// TC's; set by the TC Proxy).
-    pub(super) durable_lsn: StdAtomicU64,
+    pub(super) durable_lsn: AtomicU64,
     /// Held while a table is created and the table names are written.
     pub(super) catalog_file: Mutex<()>,
     /// A durable TC's lock on its directory, held while it lives.
@@ -180,10 +179,10 @@ pub(super) enum Flaw {
 /// alone (added once per transaction), so reads share no cache line.
 #[derive(Default)]
 pub(super) struct TxSlot {
-    pub(super) ts: StdAtomicU64,
+    pub(super) ts: AtomicU64,
     /// Reads served from a log buffer (the version cache), from the read
     /// cache, and from the DC.
-    pub(super) reads: [StdAtomicU64; 3],
+    pub(super) reads: [AtomicU64; 3],
     /// MVCC entries its transactions made less those they trimmed or
     /// evicted: record items and versions.
     pub(super) items: AtomicI64,
@@ -195,15 +194,15 @@ pub(super) struct TxSlot {
 pub struct Metrics {
     /// Operations the TC Proxy applied at the DC, and in how many
     /// batches.
-    pub applied: StdAtomicU64,
-    pub batches: StdAtomicU64,
+    pub applied: AtomicU64,
+    pub batches: AtomicU64,
     /// Log buffers scanned and recycled by the TC Proxy.
-    pub recycled: StdAtomicU64,
+    pub recycled: AtomicU64,
     /// Versions trimmed by garbage collection, and record items evicted.
-    pub trimmed: StdAtomicU64,
-    pub evicted: StdAtomicU64,
+    pub trimmed: AtomicU64,
+    pub evicted: AtomicU64,
     /// Bytes written to the log file (a durable TC's).
-    pub logged: StdAtomicU64,
+    pub logged: AtomicU64,
 }
 
 /// A snapshot of [`Metrics`] and sizes.
@@ -231,17 +230,21 @@ impl Shared {
     /// The oldest active transaction (§2.1): no running transaction, and
     /// none that starts from now on, has a timestamp below it.
     pub(super) fn oat(&self) -> u64 {
-        let mut m = self.next_ts.load(std::sync::atomic::Ordering::SeqCst);
-        let n = self.runners.load(std::sync::atomic::Ordering::SeqCst);
+        // SeqCst (all three): the transaction table (`tc` module doc): loaded
+        // in one total order with the runners' stores of bounds and timestamps,
+        // the next timestamp first, so the OAT is never above a running
+        // transaction's.
+        let mut m = self.next_ts.load(Ordering::SeqCst);
+        let n = self.runners.load(Ordering::SeqCst);
         for s in &self.slots[..n] {
-            m = m.min(s.ts.load(std::sync::atomic::Ordering::SeqCst));
+            m = m.min(s.ts.load(Ordering::SeqCst));
         }
         m
     }
 
     /// MVCC record items and versions now.
     pub(super) fn entries(&self) -> (i64, i64) {
-        let r = std::sync::atomic::Ordering::Relaxed;
+        let r = Ordering::Relaxed;
         let n = self.runners.load(r);
         self.slots[..n].iter().fold((0, 0), |(i, v), s| {
             (i + s.items.load(r), v + s.versions.load(r))
@@ -250,12 +253,14 @@ impl Shared {
 
     pub(super) fn fail(&self, why: String) {
         self.broken.lock().expect("broken").get_or_insert(why);
-        self.is_broken
-            .store(true, std::sync::atomic::Ordering::Release);
+        // Release: the flag follows the reason (stored under the lock above):
+        // whoever sees it (Acquire) finds the reason.
+        self.is_broken.store(true, Ordering::Release);
     }
 
     pub(super) fn check_broken(&self) -> Result<(), Error> {
-        if self.is_broken.load(std::sync::atomic::Ordering::Acquire) {
+        // Acquire: pairs with `fail`'s Release of the flag.
+        if self.is_broken.load(Ordering::Acquire) {
             let why = self.broken.lock().expect("broken").clone();
             return Err(Error::Poisoned(why.unwrap_or_default()));
         }

@@ -21,10 +21,7 @@ use granary_api::TableId;
 
 use super::record::Record;
 
-#[cfg(feature = "loom")]
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-#[cfg(not(feature = "loom"))]
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
 /// The mark on a `next` pointer: its item is removed.
 const REMOVED: usize = 1;
@@ -59,6 +56,7 @@ impl Item {
     }
 
     fn removed(&self) -> bool {
+        // Acquire: the mark (module doc): pairs with the remover's AcqRel CAS.
         self.next.load(Ordering::Acquire) & REMOVED != 0
     }
 }
@@ -130,6 +128,8 @@ impl MvccTable {
         let bucket = self.bucket(h);
         let mut fresh: Option<Box<Item>> = None;
         loop {
+            // Acquire: a bucket link (module doc): the items' fields, written
+            // before the CAS that linked them, are seen.
             let head = bucket.load(Ordering::Acquire);
             if let Some(i) = self.walk(bucket, r, |i| i.is(h, t, key)) {
                 return i;
@@ -146,6 +146,8 @@ impl MvccTable {
             });
             item.next.store(head, Ordering::Relaxed);
             let p = &**item as *const Item as usize;
+            // AcqRel: publishes the item, its fields written, by CAS (module
+            // doc); Acquire sees the item a rival linked.
             if bucket
                 .compare_exchange(head, p, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
@@ -154,6 +156,8 @@ impl MvccTable {
                 // SAFETY: published; freed only through `Retire`.
                 let item = unsafe { &*item };
                 made(item);
+                // Release: the item is ready: lookups that see it (Acquire) see
+                // what `made` did to it.
                 item.ready.store(true, Ordering::Release);
                 return item;
             }
@@ -165,11 +169,14 @@ impl MvccTable {
     /// Remove `item` (§2.2: mark, then unlink). False if it was already
     /// removed.
     pub fn remove(&self, item: &Item, r: &mut impl Retire) -> bool {
+        // Acquire: the mark and the link, as every link load (module doc).
         let mut next = item.next.load(Ordering::Acquire);
         loop {
             if next & REMOVED != 0 {
                 return false;
             }
+            // AcqRel: marks the item removed, ordered with the unlinking CAS
+            // and the walks' Acquire loads of the link.
             match item.next.compare_exchange(
                 next,
                 next | REMOVED,
@@ -195,6 +202,7 @@ impl MvccTable {
     ) -> Option<&'a Item> {
         'again: loop {
             let mut prev: &AtomicUsize = bucket;
+            // Acquire: a bucket link (module doc): the items' fields are seen.
             let mut cur = prev.load(Ordering::Acquire);
             loop {
                 if cur & REMOVED != 0 {
@@ -205,9 +213,14 @@ impl MvccTable {
                 // through `Retire`, after every thread that could hold one
                 // is done.
                 let item = unsafe { (cur as *const Item).as_ref() }?;
+                // Acquire: an item link (module doc): the next item's fields,
+                // and the mark, are seen.
                 let next = item.next.load(Ordering::Acquire);
                 if next & REMOVED != 0 {
                     // Unlink it; whoever succeeds retires it.
+                    // AcqRel: the unlink is a link CAS as an insert's (module
+                    // doc): Release for the walks that load the link, Acquire
+                    // for the link seen on failure.
                     match prev.compare_exchange(
                         cur,
                         next & !REMOVED,
@@ -224,6 +237,8 @@ impl MvccTable {
                 }
                 if matches(item) {
                     let mut spins = 0;
+                    // Acquire: pairs with the creator's Release of `ready`:
+                    // what it made is seen.
                     while !item.ready.load(Ordering::Acquire) {
                         crate::sync::backoff(&mut spins);
                     }
@@ -245,6 +260,8 @@ impl MvccTable {
     pub fn for_each_in(&self, from: usize, to: usize, mut f: impl FnMut(&Item)) {
         let to = to.min(self.buckets.len());
         for b in self.buckets.get(from..to).unwrap_or_default() {
+            // Acquire (all three): links and the ready flag, as in `walk`
+            // (module doc).
             let mut cur = b.load(Ordering::Acquire) & !REMOVED;
             // SAFETY: as in `walk`.
             while let Some(item) = unsafe { (cur as *const Item).as_ref() } {
@@ -260,10 +277,12 @@ impl MvccTable {
     pub fn count(&self) -> usize {
         let mut n = 0;
         for b in self.buckets.iter() {
+            // Acquire (both): links, as in `walk` (module doc).
             let mut cur = b.load(Ordering::Acquire) & !REMOVED;
             // SAFETY: as in `walk`.
             while let Some(item) = unsafe { (cur as *const Item).as_ref() } {
                 n += !item.removed() as usize;
+                // Acquire: an item link, as in `walk` (module doc).
                 cur = item.next.load(Ordering::Acquire) & !REMOVED;
             }
         }

@@ -44,6 +44,8 @@ pub(super) fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
         }
         // SAFETY: reachable from the tree while pinned (above).
         let chain = unsafe { &*(u.chain as *const Chain) };
+        // Acquire: as every load of a chain link (module doc): the version's
+        // fields are seen.
         let head = chain.head.load(Ordering::Acquire);
         if head as usize != u.version {
             // Written again since.
@@ -55,14 +57,11 @@ pub(super) fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
         // written the key again after deleting it (its one version then
         // holds a value), and a version's begin is its commit timestamp.
         // SAFETY: committed, so its value no longer changes.
+        // Acquire: as every load of a version's field (module doc).
         if unsafe { tomb.value() }.is_some()
             || tomb.begin.load(Ordering::Acquire) != u.ts
-            // AcqRel/Acquire: the same claim as a writer's (`write`),
-            // ordered against it.
-            || tomb
-                .end
-                .compare_exchange(INF, DEAD, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
+            // The same claim as a writer's (`write`), ordered against it.
+            || !tomb.claim_end(DEAD)
         {
             continue;
         }
@@ -75,6 +74,7 @@ pub(super) fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
             garbage.push(v as usize);
             // SAFETY: the chain is ours alone now (no writer can claim
             // it); its versions are alive while we are pinned.
+            // Acquire: as every load of a chain link (module doc).
             v = unsafe { &*v }.prev.load(Ordering::Acquire);
         }
         // SAFETY: out of the tree, so unreachable for threads that pin
@@ -97,8 +97,11 @@ pub(super) unsafe fn truncate(from: *mut Version, oldest: u64, garbage: &mut Vec
     while !v.is_null() {
         // SAFETY: reachable from the chain while pinned.
         let ver = unsafe { &*v };
+        // Acquire: as every load of a version's field (module doc).
         let b = ver.begin.load(Ordering::Acquire);
         if b & REF == 0 && b < oldest {
+            // AcqRel: Acquire to walk the versions cut off (as every link
+            // load); Release as every link store (module doc).
             let mut cut = ver.prev.swap(std::ptr::null_mut(), Ordering::AcqRel);
             while !cut.is_null() {
                 // Tagged with its size while its header is in cache: the
@@ -107,10 +110,12 @@ pub(super) unsafe fn truncate(from: *mut Version, oldest: u64, garbage: &mut Vec
                 garbage.push(unsafe { Version::tagged(cut) });
                 // SAFETY: unreachable now (cut off above, by the one
                 // thread that may cut this chain); listed once each.
+                // Acquire: as every load of a chain link (module doc).
                 cut = unsafe { (&*cut).prev.load(Ordering::Acquire) };
             }
             return;
         }
+        // Acquire: as every load of a chain link (module doc).
         v = ver.prev.load(Ordering::Acquire);
     }
 }

@@ -61,7 +61,6 @@
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_epoch::Guard;
@@ -75,7 +74,7 @@ use granary_index::{Insert, LeafRef, NodeChange, Tree};
 use crate::catalog::Catalog;
 use crate::reclaim::{retire_all, retire_box, Pin};
 use crate::scan::Batch;
-use crate::sync::Backoff;
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Backoff, Ordering};
 use crate::value::{Tail, Tight};
 use granary_api::limits::{check_bounds, check_key, check_value};
 
@@ -208,15 +207,22 @@ impl<C: Certifier> Engine for Mvcc<C> {
             .slots
             .iter()
             .position(|s| {
+                // AcqRel: Acquire sees the slot as its last runner left it
+                // (released by `in_use`'s Release store in `Runner::drop`); the
+                // Release half orders nothing here.
                 s.in_use
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
             .ok_or(Error::TooManyWorkers { max: MAX_WORKERS })?;
         let s = &self.0.slots[slot];
+        // SeqCst: as every store to the garbage collector's watermark `begin`
+        // (`oldest_reader` reads the bounds and the clock in one total order).
         s.begin.store(INF, Ordering::SeqCst);
         let seq = (s.word.load(Ordering::Relaxed) >> 2) + 1;
         s.dependents.lock().unwrap_or_else(|p| p.into_inner()).seq = seq;
+        // SeqCst: the slot joins `oldest_reader`'s scan (it loads `high`)
+        // before any read time is published in it.
         self.0.high.fetch_max(slot + 1, Ordering::SeqCst);
         Ok(Runner {
             db: self.0.clone(),

@@ -40,7 +40,11 @@ impl<C: Certifier> Drop for Runner<C> {
         // listed once.
         unsafe { retire_versions(&crossbeam_epoch::pin(), garbage) };
         let s = &self.db.slots[self.slot];
+        // SeqCst: this runner's bound leaves the garbage collector's watermark,
+        // as every store to `begin` (module doc).
         s.begin.store(INF, Ordering::SeqCst);
+        // Release: the next runner to claim the slot (the AcqRel claim in
+        // `Mvcc::runner`) sees it as this one left it.
         s.in_use.store(false, Ordering::Release);
     }
 }
@@ -90,6 +94,9 @@ impl Books {
         // No one registers on our slot before we run (its dependents list
         // already names `seq`), and the previous transaction's
         // dependencies have all resolved: start clean.
+        // SeqCst: as every word of the dependency protocol (`abort_now`,
+        // `pending`): cleared before any writer this transaction comes to
+        // depend on can set it.
         s.abort_now.store(false, Ordering::SeqCst);
         // The read time is taken at the first read, write or scan
         // (`Txn::read_time`), not here: `prefetch_many` first sends for
@@ -153,6 +160,9 @@ impl Books {
         tx.st.writes.clear();
         tx.st.nodes.clear();
         let db = tx.db;
+        // SeqCst: the transaction's read time leaves the garbage collector's
+        // watermark (`oldest_reader`), in the total order of the bounds and the
+        // clock.
         db.slots[tx.slot].begin.store(INF, Ordering::SeqCst);
         drop(tx);
         self.seq += 1;

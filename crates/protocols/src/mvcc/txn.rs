@@ -43,6 +43,9 @@ impl<'r, C: Certifier> Txn<'r, C> {
             return Ok(false);
         }
         d.waiting.push(self.slot);
+        // SeqCst: as every word of the dependency protocol (module doc):
+        // counted before the writer, which takes the lock we hold to finish,
+        // can decrement it.
         self.db.slots[self.slot]
             .pending
             .fetch_add(1, Ordering::SeqCst);
@@ -53,10 +56,14 @@ impl<'r, C: Certifier> Txn<'r, C> {
     /// dependencies as needed), or null.
     pub(super) fn visible(&self, chain: &Chain, rt: u64) -> Result<*mut Version, TxError> {
         'again: loop {
+            // Acquire: a chain link (module doc): the version's fields and
+            // value, written before it was linked, are seen.
             let mut v = chain.head.load(Ordering::Acquire);
             while !v.is_null() {
                 // SAFETY: reached from the chain while pinned.
                 let ver = unsafe { &*v };
+                // Acquire: as every version field (module doc): what its writer
+                // published before the timestamp or reference is seen.
                 let b = ver.begin.load(Ordering::Acquire);
                 let begun = match self.db.begin_seen(b, rt, self.me) {
                     Seen::Again => continue 'again,
@@ -71,6 +78,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
                     Seen::NoIf(..) => unreachable!("begin fields give YesIf"),
                 };
                 if begun {
+                    // Acquire: as every version field (module doc).
                     let e = ver.end.load(Ordering::Acquire);
                     let valid = match self.db.end_seen(e, rt, self.me) {
                         Seen::Again => continue 'again,
@@ -86,6 +94,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
                     };
                     return Ok(if valid { v } else { std::ptr::null_mut() });
                 }
+                // Acquire: a chain link (module doc).
                 v = ver.prev.load(Ordering::Acquire);
             }
             return Ok(std::ptr::null_mut());
@@ -215,10 +224,12 @@ impl<'r, C: Certifier> Txn<'r, C> {
         let Some(chain) = self.chain(t, key, modify.is_none())? else {
             return Ok(false);
         };
+        // Acquire: a chain link (module doc): the version's fields are seen.
         let head = chain.head.load(Ordering::Acquire);
         if !head.is_null() {
             // SAFETY: pinned.
             let h = unsafe { &*head };
+            // Acquire: as every version field (module doc).
             if h.begin.load(Ordering::Acquire) == self.me {
                 // Our own version: change it in place.
                 // SAFETY: uncommitted and ours; no one else reads it.
@@ -271,11 +282,14 @@ impl<'r, C: Certifier> Txn<'r, C> {
             // it aborted, it would unlink its version from under ours.
             // SAFETY: pinned.
             let h = unsafe { &*head };
+            // Acquire: as every version field (module doc).
             let b = h.begin.load(Ordering::Acquire);
             if b & REF != 0 {
                 let (slot, seq) = ref_parts(b);
                 newest_seen = matches!(self.db.status(slot, seq), Some((COMMITTED, _))) || {
                     // Postprocessed meanwhile?
+                    // Acquire: as every version field: the postprocessed
+                    // timestamp comes with its writer's outcome.
                     let b = h.begin.load(Ordering::Acquire);
                     b & REF == 0 && b < rt
                 };
@@ -291,10 +305,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
         if !head.is_null() {
             // SAFETY: pinned.
             let h = unsafe { &*head };
-            if h.end
-                .compare_exchange(INF, self.me, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
+            if !h.claim_end(self.me) {
                 return Err(TxError::Conflict(AbortReason::WriteConflict));
             }
         }
@@ -310,6 +321,9 @@ impl<'r, C: Certifier> Txn<'r, C> {
             }
             None => new_version(self.me, head, value),
         };
+        // AcqRel: Release links our version (fields and value written) on top,
+        // as every link (module doc); Acquire sees the head a rival first
+        // insert linked.
         if chain
             .head
             .compare_exchange(head, v, Ordering::AcqRel, Ordering::Acquire)
@@ -347,9 +361,12 @@ impl<'r, C: Certifier> Txn<'r, C> {
     /// `old` recorded for validation stay as they are: its begin still
     /// names us, and validation skips our own versions.
     pub(super) fn regrow(&mut self, chain: &Chain, old: *mut Version, value: Option<&[u8]>) {
+        // Acquire: a chain link (module doc).
         // SAFETY: our own version, pinned.
         let prev = unsafe { (&*old).prev.load(Ordering::Acquire) };
         let v = new_version(self.me, prev, value);
+        // Release: links the regrown version, its fields and value written
+        // (module doc).
         chain.head.store(v, Ordering::Release);
         let w = self
             .st
@@ -379,16 +396,9 @@ impl<'r, C: Certifier> Txn<'r, C> {
 
     #[inline(never)]
     pub(super) fn take_read_time(db: &Shared, slot: usize, seq: u64) -> u64 {
-        let s = &db.slots[slot];
         // Publish a lower bound of the read time before taking it, so the
-        // garbage collector never misses this transaction (SeqCst orders
-        // the store before the increment for every observer).
-        s.begin
-            .store(db.clock.load(Ordering::SeqCst), Ordering::SeqCst);
-        s.word.store(seq << 2 | ACTIVE, Ordering::SeqCst);
-        let rt = db.clock.fetch_add(1, Ordering::SeqCst);
-        s.begin.store(rt, Ordering::SeqCst);
-        rt
+        // garbage collector never misses this transaction.
+        db.slots[slot].take_read_time(seq, &db.clock)
     }
 
     /// Validate (serializable), wait for dependencies, and finish. Returns
@@ -422,13 +432,10 @@ impl<'r, C: Certifier> Txn<'r, C> {
         // its observer already holds (Hekaton §3: an active writer's
         // version is invisible, the version it replaces still valid);
         // one seen PREPARING with the timestamp unknown is waited for
-        // (`Shared::status`). Taking the timestamp while still ACTIVE
+        // (`Slot::prepare`, `Slot::status`). Taking the timestamp while still ACTIVE
         // let a validation pass over a writer that then committed below
         // it (found by `granary check ycsb --protocol hekaton`).
-        s.end.store(INF, Ordering::SeqCst);
-        s.word.store(self.seq << 2 | PREPARING, Ordering::SeqCst);
-        let e = db.clock.fetch_add(1, Ordering::SeqCst);
-        s.end.store(e, Ordering::SeqCst);
+        let e = s.prepare(self.seq, &db.clock);
         let mut r = Ok(e);
         #[cfg(feature = "mutant")]
         let validates = !db.mutant_skip_validation;
@@ -441,6 +448,8 @@ impl<'r, C: Certifier> Txn<'r, C> {
         // them before it can commit (they all end below our end time, so
         // the waits are acyclic).
         self.wait_for_dependencies();
+        // SeqCst: an aborting writer sets the flag before it decrements
+        // `pending`, which the wait above saw reach zero.
         if r.is_ok() && s.abort_now.load(Ordering::SeqCst) {
             r = Err(AbortReason::CommitDependency);
         }
@@ -481,6 +490,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
             let own = seen != 0 && {
                 // SAFETY: a version we read is alive while we are pinned.
                 let v = unsafe { &*(seen as *const Version) };
+                // Acquire: as every version field (module doc).
                 v.begin.load(Ordering::Acquire) == self.me
             };
             if own {
@@ -516,14 +526,18 @@ impl<'r, C: Certifier> Txn<'r, C> {
     /// own writes; `None` if that depends on a transaction still
     /// committing (conservatively: fail).
     pub(super) fn visible_ignoring_own(&self, chain: &Chain, e: u64) -> Option<*mut Version> {
+        // Acquire: a chain link (module doc): the version's fields and value
+        // are seen.
         let mut v = chain.head.load(Ordering::Acquire);
         while !v.is_null() {
             // SAFETY: pinned.
             let ver = unsafe { &*v };
+            // Acquire: as every version field (module doc).
             let b = ver.begin.load(Ordering::Acquire);
             if b != self.me {
                 match self.db.begin_seen(b, e, self.me) {
                     Seen::Yes => {
+                        // Acquire: as every version field (module doc).
                         let f = ver.end.load(Ordering::Acquire);
                         return match f {
                             f if f == self.me => Some(v),
@@ -538,6 +552,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
                     _ => return None,
                 }
             }
+            // Acquire: a chain link (module doc).
             v = ver.prev.load(Ordering::Acquire);
         }
         Some(std::ptr::null_mut())
@@ -546,6 +561,8 @@ impl<'r, C: Certifier> Txn<'r, C> {
     pub(super) fn wait_for_dependencies(&self) {
         let s = &self.db.slots[self.slot];
         let mut spins = 0;
+        // SeqCst: pairs with the dependents' decrements (`finish`): at zero,
+        // every `abort_now` set before them is seen.
         while s.pending.load(Ordering::SeqCst) != 0 {
             crate::sync::backoff(&mut spins);
         }
@@ -560,6 +577,8 @@ impl<'r, C: Certifier> Txn<'r, C> {
         // decrements would otherwise land on the next transaction).
         self.wait_for_dependencies();
         let state = if committed { COMMITTED } else { ABORTED };
+        // SeqCst: the outcome is in the slot word (`Slot::status`) before the
+        // versions' timestamps below replace our reference.
         s.word.store(self.seq << 2 | state, Ordering::SeqCst);
         for &(chain, new, old) in self.st.writes.iter().rev() {
             // SAFETY: our versions and chains; pinned.
@@ -567,14 +586,21 @@ impl<'r, C: Certifier> Txn<'r, C> {
             // SAFETY: the version we superseded: alive while pinned.
             let oldv = (old != 0).then(|| unsafe { &*(old as *const Version) });
             if committed {
+                // Release (both): as every version field (module doc): a reader
+                // that sees the timestamp also sees the outcome published
+                // above.
                 newv.begin.store(e, Ordering::Release);
                 if let Some(o) = oldv {
                     o.end.store(e, Ordering::Release);
                 }
             } else {
+                // Release: as every version field: INF (never visible) replaces
+                // our reference once the outcome is published.
                 newv.begin.store(INF, Ordering::Release);
                 // Unlink our version: no one links on top of a version
                 // whose writer has not committed.
+                // AcqRel/Acquire: the unlink is a chain link store (Release)
+                // that reads the head (Acquire), as every link (module doc).
                 let _ = chain.head.compare_exchange(
                     new as *mut Version,
                     old as *mut Version,
@@ -582,6 +608,9 @@ impl<'r, C: Certifier> Txn<'r, C> {
                     Ordering::Acquire,
                 );
                 if let Some(o) = oldv {
+                    // Release: the superseded version is claimable again; its
+                    // next claimant (Acquire in `Stamps::claim_end`) sees our
+                    // unlink above.
                     o.end.store(INF, Ordering::Release);
                 }
                 // SAFETY: unlinked above; retired once.
@@ -598,8 +627,12 @@ impl<'r, C: Certifier> Txn<'r, C> {
         for w in d.waiting.drain(..) {
             let t = &db.slots[w];
             if !committed {
+                // SeqCst: the flag is set before the decrement below, which the
+                // dependent waits for (`wait_for_dependencies`).
                 t.abort_now.store(true, Ordering::SeqCst);
             }
+            // SeqCst: releases the flag above to the dependent that sees its
+            // count reach zero.
             t.pending.fetch_sub(1, Ordering::SeqCst);
         }
         d.seq = self.seq + 1;

@@ -33,6 +33,23 @@ pub(super) struct Stamps {
     pub(super) prev: AtomicPtr<Version>,
 }
 
+impl Stamps {
+    /// Claim this version's end for `me` (a writer's reference, or
+    /// [`DEAD`]): compare-and-swap from [`INF`], so of the writers that
+    /// race for a version exactly one wins (the first updater). Checked
+    /// by the loom model `loom_end_claim_has_one_winner`.
+    #[inline]
+    pub(super) fn claim_end(&self, me: u64) -> bool {
+        // AcqRel: Release so a reader that sees our reference here also
+        // sees our slot word naming the transaction (stored ACTIVE before
+        // any write); Acquire so we see the version as the last claimant
+        // left it (an aborted writer restores INF with Release).
+        self.end
+            .compare_exchange(INF, me, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
 /// A version: [`Stamps`] and the value's bytes right after them, in one
 /// allocation ([`Tail`], [`Tight`]). A version of a value up to 36 bytes is one cache
 /// line; a longer one is one block, not a header and a second, dependent
@@ -65,9 +82,12 @@ pub(super) unsafe fn free_version(p: *mut Version) {
 }
 
 /// Versions alive in this process (unit tests only: they check that
-/// garbage is freed, not just unlinked).
+/// garbage is freed, not just unlinked). A plain std atomic even under
+/// loom: a static needs a const constructor, which loom's lack, and the
+/// count orders nothing (as the read cache's test counters).
 #[cfg(test)]
-pub(super) static LIVE_VERSIONS: AtomicUsize = AtomicUsize::new(0);
+pub(super) static LIVE_VERSIONS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// Free the versions at `ps` (addresses, or [`Tail::tagged`] ones) once
 /// no pinned thread can see them: one deferred call for the lot (see
@@ -156,4 +176,57 @@ impl Table {
 #[inline]
 pub(super) fn in_array(dense: &[Chain], c: *const Chain) -> bool {
     dense.as_ptr_range().contains(&c)
+}
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Two writers, transaction 1 of slots 0 and 1, take their read times
+    /// and claim the end of the same newest version (`Stamps::claim_end`,
+    /// as `Txn::write` does): exactly one wins, and the end names it. The
+    /// loser, reading the end as a reader does (`Txn::visible`), finds the
+    /// winner's slot at the winner's transaction (`Slot::status`), not at
+    /// an older one.
+    #[test]
+    fn loom_end_claim_has_one_winner() {
+        loom::model(|| {
+            let clock = Arc::new(AtomicU64::new(2));
+            let slots = Arc::new([Slot::default(), Slot::default()]);
+            let v = Arc::new(Stamps {
+                begin: AtomicU64::new(1),
+                end: AtomicU64::new(INF),
+                prev: AtomicPtr::new(std::ptr::null_mut()),
+            });
+            let writers: Vec<_> = (0..2)
+                .map(|slot| {
+                    let (clock, slots, v) = (clock.clone(), slots.clone(), v.clone());
+                    loom::thread::spawn(move || {
+                        slots[slot].take_read_time(1, &clock);
+                        if v.claim_end(txref(slot, 1)) {
+                            return true;
+                        }
+                        // Acquire: as `Txn::visible` reads an end field.
+                        let (winner, seq) = ref_parts(v.end.load(Ordering::Acquire));
+                        assert_ne!(winner, slot, "lost to itself");
+                        assert_eq!(
+                            slots[winner].status(seq).map(|s| s.0),
+                            Some(ACTIVE),
+                            "the winner's slot is not at its transaction"
+                        );
+                        false
+                    })
+                })
+                .collect();
+            let wins = writers
+                .into_iter()
+                .map(|w| w.join().unwrap())
+                .filter(|&won| won)
+                .count();
+            assert_eq!(wins, 1, "{wins} writers claimed the version");
+            let (winner, seq) = ref_parts(v.end.load(Ordering::Relaxed));
+            assert!(winner < 2 && seq == 1, "the end names no writer");
+        });
+    }
 }

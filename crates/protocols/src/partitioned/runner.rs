@@ -79,6 +79,8 @@ impl Runner {
     fn unlock_all(&mut self) {
         for &p in &self.locked {
             self.mask[p as usize / 64] = 0;
+            // Release: gives the partition back: its next holder (Acquire CAS
+            // in `lock_all`) sees what we did in it.
             self.db.locks[p as usize].held.store(0, Ordering::Release);
         }
         self.locked.clear();

@@ -35,6 +35,8 @@ impl RowLock {
             if v & X != 0 {
                 return false;
             }
+            // Acquire: taking the lock (module doc): what the last exclusive
+            // holder did under it is seen.
             match self
                 .0
                 .compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed)
@@ -48,6 +50,8 @@ impl RowLock {
     /// Take it exclusive, if no one holds it at all.
     #[inline]
     pub fn try_exclusive(&self) -> bool {
+        // Acquire: taking the lock exclusive: what every holder did before its
+        // Release is seen.
         self.0
             .compare_exchange(0, X, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -57,6 +61,7 @@ impl RowLock {
     /// only holder.
     #[inline]
     pub fn try_upgrade(&self) -> bool {
+        // Acquire: the upgrade takes the lock exclusive, as `try_exclusive`.
         self.0
             .compare_exchange(1, X, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -83,6 +88,8 @@ impl RowLock {
     #[inline]
     pub fn unlock(&self, m: Mode) {
         match m {
+            // Release (both arms): giving the lock back publishes what we did
+            // under it to its next taker (Acquire).
             // While it is exclusive, no one else changes the word.
             Mode::Exclusive => self.0.store(0, Ordering::Release),
             Mode::Shared => {

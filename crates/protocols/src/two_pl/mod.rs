@@ -45,7 +45,6 @@ mod tests;
 mod txn;
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
@@ -53,6 +52,7 @@ use granary_api::{Engine, Error, TableId, TableOptions};
 use granary_index::Tree;
 
 use crate::catalog::Catalog;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::value;
 use lock::RowLock;
 pub use runner::Runner;
@@ -136,6 +136,8 @@ impl RowHead {
 /// removed, so the writers of a key keep increasing commit keys across a
 /// delete and a re-insert.
 fn new_absent(table: &Table, room: usize) -> *mut Row {
+    // Acquire: pairs with a remover's Release raise (before its key left the
+    // index): the commit key of every removed row is seen.
     let ck = table.removed_commit_key.load(Ordering::Acquire);
     Row::alloc(RowHead::new(ck), None, room)
 }

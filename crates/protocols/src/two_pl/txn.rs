@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Bound, Range};
 
-use std::sync::atomic::Ordering;
-
 use crossbeam_epoch::Guard;
 use granary_api::{AbortReason, Declared, Error, TableId, Tx, TxError};
 use granary_index::{Insert, LeafRef, NodeChange, Tree};
@@ -17,6 +15,7 @@ use super::Variant;
 use super::{new_absent, retire_row, Row, RowHead, Shared};
 use crate::reclaim::Pin;
 use crate::scan::Batch;
+use crate::sync::Ordering;
 use granary_api::limits::{check_bounds, check_key, check_value};
 
 /// A hasher for keys that are hashes already ([`key_hash`]).

@@ -3,5 +3,6 @@
 //! much faster than many. Run one area with
 //! `cargo test --release -p granary-protocols --test integration AREA::`.
 
+mod atomics;
 mod bohm;
 mod conformance;

@@ -70,7 +70,6 @@
 //! is its record's LSN.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64 as StdAtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -93,7 +92,7 @@ mod txn;
 
 use super::table::{Item, MvccTable, Retire};
 use crate::catalog::Catalog;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use granary_index::Tree;
 pub use runner::Runner;
 pub use session::Session;
@@ -338,18 +337,18 @@ impl Tc {
             }),
             dc,
             config,
-            next_ts: StdAtomicU64::new(1),
+            next_ts: AtomicU64::new(1),
             slots: (0..MAX_RUNNERS)
                 .map(|_| {
                     CachePadded::new(TxSlot {
-                        ts: StdAtomicU64::new(IDLE),
+                        ts: AtomicU64::new(IDLE),
                         ..TxSlot::default()
                     })
                 })
                 .collect(),
             claimed: Mutex::new(vec![false; MAX_RUNNERS]),
-            o_lsn: StdAtomicU64::new(0),
-            oat_seen: StdAtomicU64::new(0),
+            o_lsn: AtomicU64::new(0),
+            oat_seen: AtomicU64::new(0),
             runners: AtomicUsize::new(0),
             over_soft: AtomicBool::new(false),
             over_hard: AtomicBool::new(false),
@@ -358,7 +357,7 @@ impl Tc {
             is_broken: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             metrics: Metrics::default(),
-            durable_lsn: StdAtomicU64::new(start_seq << 32),
+            durable_lsn: AtomicU64::new(start_seq << 32),
             dir,
             catalog_file: Mutex::new(()),
             _lock: lock,
@@ -399,7 +398,7 @@ impl Tc {
     /// What it has done so far, and its sizes.
     pub fn report(&self) -> Report {
         let m = &self.s.metrics;
-        let l = |c: &StdAtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let reads = |i: usize| self.s.slots.iter().map(|s| l(&s.reads[i])).sum();
         let (items, versions) = self.s.entries();
         Report {
@@ -437,9 +436,9 @@ impl Tc {
 
 impl Drop for Tc {
     fn drop(&mut self) {
-        self.s
-            .stop
-            .store(true, std::sync::atomic::Ordering::Release);
+        // Release: the TC Proxy's threads load `stop` with Acquire: they see
+        // everything this handle did before, then exit.
+        self.s.stop.store(true, Ordering::Release);
         for t in self.threads.drain(..) {
             t.thread().unpark();
             let _ = t.join();
@@ -490,20 +489,19 @@ impl Engine for Tc {
     }
 
     fn durable_epoch(&self) -> Option<u64> {
-        self.s.dir.is_some().then(|| {
-            self.s
-                .durable_lsn
-                .load(std::sync::atomic::Ordering::Acquire)
-        })
+        self.s
+            .dir
+            .is_some()
+            // Acquire: pairs with the flusher's Release of the durable LSN:
+            // what is below it is stable.
+            .then(|| self.s.durable_lsn.load(Ordering::Acquire))
     }
 
     fn log_bytes(&self) -> Option<u64> {
-        self.s.dir.is_some().then(|| {
-            self.s
-                .metrics
-                .logged
-                .load(std::sync::atomic::Ordering::Relaxed)
-        })
+        self.s
+            .dir
+            .is_some()
+            .then(|| self.s.metrics.logged.load(Ordering::Relaxed))
     }
 
     fn runner(&self) -> Result<Runner, Error> {
@@ -516,9 +514,7 @@ impl Engine for Tc {
             c[i] = true;
             // SeqCst, as `oat`'s load of it: the slot is counted before
             // the runner's first timestamp is stored in it.
-            self.s
-                .runners
-                .fetch_max(i + 1, std::sync::atomic::Ordering::SeqCst);
+            self.s.runners.fetch_max(i + 1, Ordering::SeqCst);
             i
         };
         Ok(Runner::new(Arc::clone(&self.s), slot))

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::deuteronomy::shared::{Shared, IDLE};
+use crate::sync::Ordering;
 use granary_api::{AbortReason, Error, Stats, TxError, TxRunner};
 
 use super::txn::{start, Ended, Parts, Txn};
@@ -32,9 +33,9 @@ unsafe impl Send for Runner {}
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        self.s.slots[self.slot]
-            .ts
-            .store(IDLE, std::sync::atomic::Ordering::SeqCst);
+        // SeqCst: the runner leaves the transaction table (module doc), in one
+        // total order with the OAT's loads.
+        self.s.slots[self.slot].ts.store(IDLE, Ordering::SeqCst);
         self.s.claimed.lock().expect("claimed")[self.slot] = false;
     }
 }

@@ -4,7 +4,6 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::ops::Bound;
-use std::sync::atomic::AtomicI64;
 
 use crate::deuteronomy::log::{Log, Lsn};
 use crate::deuteronomy::logrec::{self, VersionHeader, HEADER};
@@ -12,7 +11,7 @@ use crate::deuteronomy::record::{Seen, Version, ABORTED, COMMITTED};
 use crate::deuteronomy::shared::{Flaw, Shared, TxSlot, IDLE, SWEEP};
 use crate::deuteronomy::table::Item;
 use crate::reclaim::{retire_all, Pin};
-use crate::sync::{backoff, Ordering};
+use crate::sync::{backoff, AtomicI64, Ordering};
 use granary_api::limits::{check_bounds, check_key, check_value};
 use granary_api::{AbortReason, Error, TableId, Tx, TxError};
 
@@ -138,6 +137,9 @@ impl<'a> Txn<'a> {
                 .index
                 .insert(key, item as *const Item as u64, &mut Pin(&g));
             self.made.set(self.made.get() + 1);
+            // AcqRel: an RMW on the table's scan timestamp, ordered with a
+            // scan's (module doc): we see a scan that raised it first, or the
+            // scan sees our item in the index.
             item.record
                 .hold_reads_below(table.scan_ts.fetch_add(0, Ordering::AcqRel));
         });
@@ -152,6 +154,8 @@ impl<'a> Txn<'a> {
     /// below the newest of them, and it too unless `keep_newest`.
     fn trim_item(&mut self, item: &Item, keep_newest: bool) {
         let o_lsn = self.o_lsn;
+        // Acquire: as every payload load: pairs with a second write's Release
+        // of it.
         item.record.trim(
             |v| v.payload.load(Ordering::Acquire) < o_lsn,
             keep_newest,
@@ -187,10 +191,15 @@ impl<'a> Txn<'a> {
         let s: &'a Shared = self.s;
         let mut lsn = None;
         if let Some(v) = v {
+            // Acquire: pairs with a second write's Release of the payload: the
+            // bytes at the LSN are the creator's.
             let at = v.payload.load(Ordering::Acquire);
             if let Some(found) = from_log(&s.log, at) {
                 if v.creator != self.ts {
                     // §2.3.1: acknowledged once what it read is durable.
+                    // Acquire: the commit LSN was stored before the outcome
+                    // this reader saw (Release/Acquire there); this Acquire
+                    // adds nothing to that.
                     let c = v.commit.load(Ordering::Acquire);
                     self.read_commit.set(self.read_commit.get().max(c));
                 }
@@ -378,6 +387,8 @@ impl Tx for Txn<'_> {
         }
         // Keys that appear in the range from now on are held off from
         // older writers (see the module's notes).
+        // AcqRel: the scan's RMW on the table's word, ordered with a new item's
+        // RMW on it (module doc).
         table.scan_ts.fetch_max(self.ts, Ordering::AcqRel);
         self.merge_scan(t, table, (lo, hi), limit, reverse, f)
     }
@@ -391,7 +402,6 @@ pub(super) fn start<'a>(
     parts: &'a mut Parts,
     session: bool,
 ) -> Txn<'a> {
-    use std::sync::atomic::Ordering as O;
     // Pinned for the whole transaction: the log buffers and versions
     // it holds slices of and pointers to stay (§5.2's one epoch
     // enter/exit per operation; see ARCHITECTURE.md).
@@ -399,13 +409,19 @@ pub(super) fn start<'a>(
     let slot: &TxSlot = &s.slots[slot];
     // A lower bound first, then the timestamp (see the module's
     // notes on the transaction table).
-    slot.ts.store(s.next_ts.load(O::SeqCst), O::SeqCst);
-    let ts = s.next_ts.fetch_add(1, O::SeqCst);
-    slot.ts.store(ts, O::SeqCst);
+    // SeqCst (all four): the transaction table (module doc): the lower bound is
+    // published before the timestamp is taken, in one total order with the
+    // OAT's loads (`Shared::oat`).
+    slot.ts
+        .store(s.next_ts.load(Ordering::SeqCst), Ordering::SeqCst);
+    let ts = s.next_ts.fetch_add(1, Ordering::SeqCst);
+    slot.ts.store(ts, Ordering::SeqCst);
     parts.writes.clear();
     parts.arena.clear();
-    let trim = s.over_soft.load(O::Relaxed);
-    let o_lsn = s.o_lsn.load(O::Acquire);
+    let trim = s.over_soft.load(Ordering::Relaxed);
+    // Acquire: pairs with the TC Proxy's Release of O-LSN: every operation
+    // below it is at the DC.
+    let o_lsn = s.o_lsn.load(Ordering::Acquire);
     let mut tx = Txn {
         s,
         slot,
@@ -424,13 +440,13 @@ pub(super) fn start<'a>(
         session,
         g,
     };
-    if s.over_hard.load(O::Relaxed) {
+    if s.over_hard.load(Ordering::Relaxed) {
         // §6.5's hard watermark: sweep a slice of the table.
         let n = s.mvcc.buckets();
-        let from = s.sweep.fetch_add(SWEEP, O::Relaxed) % n;
+        let from = s.sweep.fetch_add(SWEEP, Ordering::Relaxed) % n;
         // A lower bound of the OAT however stale (the OAT only grows);
         // Acquire pairs with the proxy's Release store.
-        let oat = s.oat_seen.load(O::Acquire);
+        let oat = s.oat_seen.load(Ordering::Acquire);
         let g = crossbeam_epoch::pin();
         s.mvcc.for_each_in(from, from + SWEEP, |item| {
             tx.trim_item(item, false);
@@ -463,7 +479,6 @@ impl Txn<'_> {
     /// Commit (`commit`, and the body succeeded) or abort: the outcome
     /// record, the versions' states, the transaction table and counters.
     pub(super) fn end(self, commit: bool) -> Ended {
-        use std::sync::atomic::Ordering as O;
         let Txn {
             s,
             slot,
@@ -482,7 +497,7 @@ impl Txn<'_> {
         for (c, n) in slot.reads.iter().zip(reads.get()) {
             if n > 0 {
                 // Ours alone: no other writer, so no contended line.
-                c.store(c.load(O::Relaxed) + n, O::Relaxed);
+                c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
             }
         }
         let state = match commit {
@@ -504,6 +519,8 @@ impl Txn<'_> {
             // SAFETY: our versions, in items that live while we are
             // pinned (an item with versions is never evicted).
             unsafe {
+                // Release: the outcome (`record`): a reader that sees it
+                // (Acquire) sees the commit LSN stored before it.
                 (*v).commit.store(commit_lsn, Ordering::Relaxed);
                 (*v).state.store(state, Ordering::Release);
             }
@@ -515,27 +532,34 @@ impl Txn<'_> {
         let read_commit = read_commit.get();
         let token = match (logged, state) {
             (true, COMMITTED) => commit_lsn + 1,
-            _ if read_commit != 0 && read_commit >= s.durable_lsn.load(O::Acquire) => {
+            // Acquire: pairs with the TC Proxy's Release of the durable LSN.
+            _ if read_commit != 0 && read_commit >= s.durable_lsn.load(Ordering::Acquire) => {
                 read_commit + 1
             }
             _ => 0,
         };
-        slot.ts.store(IDLE, O::SeqCst);
+        // SeqCst: the transaction leaves the transaction table (module doc), in
+        // one total order with the OAT's loads.
+        slot.ts.store(IDLE, Ordering::SeqCst);
         let created = writes.len() as i64;
         let n_trimmed = trimmed.len();
         // Ours alone: no other writer, so no contended line.
         let add = |c: &AtomicI64, n: i64| {
             if n != 0 {
-                c.store(c.load(O::Relaxed) + n, O::Relaxed);
+                c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
             }
         };
         add(&slot.versions, created - n_trimmed as i64);
         add(&slot.items, made.get() - evicted);
         if evicted != 0 {
-            s.metrics.evicted.fetch_add(evicted as u64, O::Relaxed);
+            s.metrics
+                .evicted
+                .fetch_add(evicted as u64, Ordering::Relaxed);
         }
         if n_trimmed != 0 {
-            s.metrics.trimmed.fetch_add(n_trimmed as u64, O::Relaxed);
+            s.metrics
+                .trimmed
+                .fetch_add(n_trimmed as u64, Ordering::Relaxed);
             let ps = trimmed.drain(..).map(|p| p as usize).collect();
             // SAFETY: unlinked by this transaction's trims, each once.
             unsafe { retire_all(&g, ps, free_version) };
