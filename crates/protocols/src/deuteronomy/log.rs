@@ -79,6 +79,25 @@ pub(crate) struct LogBuffer {
 // sees no users follows every release).
 unsafe impl Sync for LogBuffer {}
 
+/// `n` zero bytes, each a cell: one zeroed allocation (the allocator
+/// hands out fresh pages, which are zero already, without writing them;
+/// a cell at a time, the bytes were written one by one, or memset, each
+/// time a buffer was made).
+#[cfg(not(feature = "loom"))]
+fn zeroed(n: usize) -> Box<[UnsafeCell<u8>]> {
+    let bytes = vec![0u8; n].into_boxed_slice();
+    // SAFETY: `UnsafeCell<u8>` has the same layout as `u8`
+    // (`repr(transparent)`), so the box's pointer, length and allocation
+    // are those of a `[UnsafeCell<u8>]` of the same bytes.
+    unsafe { Box::from_raw(Box::into_raw(bytes) as *mut [UnsafeCell<u8>]) }
+}
+
+/// Under loom a cell is loom's, which is not a bare byte: made one by one.
+#[cfg(feature = "loom")]
+fn zeroed(n: usize) -> Box<[UnsafeCell<u8>]> {
+    (0..n).map(|_| UnsafeCell::new(0)).collect()
+}
+
 impl LogBuffer {
     /// An empty buffer of `capacity` bytes (1..=[`MAX_BUFFER`]).
     pub fn new(capacity: u32) -> LogBuffer {
@@ -91,7 +110,7 @@ impl LogBuffer {
             sealed_at: AtomicU64::new(0),
             capacity,
             seq: 0,
-            bytes: (0..capacity).map(|_| UnsafeCell::new(0)).collect(),
+            bytes: zeroed(capacity as usize),
         }
     }
 
