@@ -50,11 +50,8 @@ pub fn run_all<R: TxRunner, B: Body>(w: &mut R, ps: Vec<Box<Procedure<B>>>) -> V
         for (i, mut p) in ps.into_iter().enumerate() {
             let (d, body) = p.parts();
             let v =
-                granary_api::retry::until_committed(granary_api::retry::MAX_ATTEMPTS, || match d {
-                    Some(d) => w.try_run_declared(d, |tx| body.run(tx)),
-                    None => w.try_run(|tx| body.run(tx)),
-                })
-                .expect("a procedure did not commit");
+                granary_workloads::driver::run_until_committed_declared(w, d, |tx| body.run(tx))
+                    .expect("a procedure did not commit");
             out[i] = Some(v);
         }
     }
