@@ -172,8 +172,8 @@ pub fn fig3_never_both_one<E: Engine>(make: impl Fn() -> E) {
     });
 }
 
-/// Write skew's doctors: go off call (`me`) if `other` is on; or (`set`)
-/// put both on call; or (`count`) count those on call.
+/// Write skew's doctors: go off call (`me`) if `other` is on; put both on
+/// call; or count those on call.
 enum Doctors {
     OffIfOtherOn {
         me: &'static [u8],
