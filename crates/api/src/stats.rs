@@ -78,10 +78,15 @@ impl Stats {
 /// breakdown of the Silo performance study (its Fig. 2 and 4): index
 /// operations, record access (copying values in and out), and concurrency
 /// control / commit (the driver adds aborted work itself). A design
-/// collects it only while profiling is on ([`TxRunner::set_profiling`]);
-/// designs without instrumentation leave it empty.
+/// collects it only while profiling is on ([`TxRunner::set_profiling`]).
+///
+/// The three parts are neutral, but only Silo is instrumented today: every
+/// other design returns `None` from [`TxRunner::take_profile`], and the
+/// command's `--breakdown` then reports their parts as not measured
+/// rather than as zero.
 ///
 /// [`TxRunner::set_profiling`]: crate::TxRunner::set_profiling
+/// [`TxRunner::take_profile`]: crate::TxRunner::take_profile
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Profile {
     /// Tree lookups, inserts and scans' leaf walks.

@@ -136,18 +136,26 @@ impl Latency {
 
 /// One transaction type's time, split as the performance study's Fig. 2
 /// and 4 split it: fractions of the type's total time, summing to 1.
+///
+/// Only a design that instruments its transactions ([`Profile`], today
+/// Silo) splits its committed work into index, record and commit; for the
+/// others those three are `None` and their time is in `other`, so that a
+/// breakdown never shows a zero it did not measure.
+///
+/// [`Profile`]: granary_api::Profile
 #[derive(Clone, Debug, Serialize, Default)]
 pub struct Breakdown {
     pub name: &'static str,
     /// Index operations: tree lookups, inserts, scans' leaf walks.
-    pub index: f64,
+    pub index: Option<f64>,
     /// Reading and writing records: copies in and out, encoding.
-    pub record: f64,
+    pub record: Option<f64>,
     /// Concurrency control and commit: validation, locking, installing.
-    pub commit: f64,
+    pub commit: Option<f64>,
     /// Work of attempts that then aborted.
     pub aborted: f64,
-    /// Everything else: the procedure's own logic, the driver.
+    /// Everything else: the procedure's own logic, the driver (and, for a
+    /// design that does not split its time, all its committed work).
     pub other: f64,
 }
 
@@ -244,6 +252,8 @@ struct Ticks {
     record: u64,
     commit: u64,
     aborted: u64,
+    /// The design reported a [`granary_api::Profile`] (it splits its time).
+    split: bool,
 }
 
 /// A thread's private tallies.
@@ -274,6 +284,7 @@ impl Tally {
         for i in 0..self.commits.len() {
             let (a, b) = (&mut self.ticks[i], &o.ticks[i]);
             a.total += b.total;
+            a.split |= b.split;
             a.index += b.index;
             a.record += b.record;
             a.commit += b.commit;
@@ -437,8 +448,10 @@ impl<R: TxRunner> Exec<'_, R> {
             };
             if self.breakdown {
                 let spent = granary_api::ticks() - t0;
-                let p = self.runner.take_profile().unwrap_or_default();
+                let p = self.runner.take_profile();
                 let b = &mut self.tally.ticks[ty];
+                b.split |= p.is_some();
+                let p = p.unwrap_or_default();
                 if matches!(r, Ok(Err(_))) {
                     b.aborted += spent;
                 } else {
@@ -756,11 +769,12 @@ pub fn run<W: Workload, E: Engine>(
             .map(|(&name, t)| {
                 let all = t.total.max(1) as f64;
                 let known = (t.index + t.record + t.commit + t.aborted) as f64;
+                let part = |x: u64| t.split.then_some(x as f64 / all);
                 Breakdown {
                     name,
-                    index: t.index as f64 / all,
-                    record: t.record as f64 / all,
-                    commit: t.commit as f64 / all,
+                    index: part(t.index),
+                    record: part(t.record),
+                    commit: part(t.commit),
                     aborted: t.aborted as f64 / all,
                     other: ((all - known) / all).max(0.0),
                 }

@@ -417,16 +417,23 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
             "  {:<w$} {:>8} {:>8} {:>8} {:>8} {:>8}   (share of each type's time)",
             "breakdown", "index", "record", "commit", "aborted", "other"
         );
+        let pct = |x: f64| format!("{:.1}%", x * 100.0);
+        let part = |x: Option<f64>| x.map_or_else(|| "-".to_string(), pct);
         for t in b {
-            let pct = |x: f64| format!("{:.1}%", x * 100.0);
             println!(
                 "  {:<w$} {:>8} {:>8} {:>8} {:>8} {:>8}",
                 t.name,
-                pct(t.index),
-                pct(t.record),
-                pct(t.commit),
+                part(t.index),
+                part(t.record),
+                part(t.commit),
                 pct(t.aborted),
                 pct(t.other)
+            );
+        }
+        if b.iter().any(|t| t.index.is_none()) {
+            println!(
+                "  (this design does not split its time into index, record and commit: \
+                 its committed work is in `other`; only Silo is instrumented)"
             );
         }
     }

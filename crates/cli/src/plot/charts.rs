@@ -363,8 +363,13 @@ pub fn breakdown(runs: &[Run]) -> Result<Built, Unbuilt> {
                 .as_ref()
                 .and_then(|d| d.breakdown.as_deref())
                 .unwrap_or_default();
+            let unsplit = if types.iter().any(|t| !t.split) {
+                " (not instrumented: index, record and commit are in `other`)"
+            } else {
+                ""
+            };
             BarChart {
-                title: format!("{label}: where each transaction type's time goes"),
+                title: format!("{label}: where each transaction type's time goes{unsplit}"),
                 x_desc: "transaction type".into(),
                 y_desc: "share of time (%)".into(),
                 categories: types.iter().map(|t| t.name.clone()).collect(),

@@ -137,6 +137,10 @@ pub struct Detail {
 pub struct Breakdown {
     pub name: String,
     pub parts: [f64; 5],
+    /// False for a design that does not split its committed work (its
+    /// `index`, `record` and `commit` are null, read here as 0; that work
+    /// is in `other`).
+    pub split: bool,
 }
 
 /// One result file.
@@ -470,12 +474,21 @@ impl Doc<'_> {
                 let field = |f: &str| format!("{path}.{i}.{f}");
                 let get = |f: &str| b.get(f).ok_or_else(|| self.missing(&field(f)));
                 let mut parts = [0.0; 5];
-                for (p, name) in parts.iter_mut().zip(PARTS) {
-                    *p = self.f64_of(get(name)?, &field(name))?;
+                let mut split = true;
+                for (i, (p, name)) in parts.iter_mut().zip(PARTS).enumerate() {
+                    let v = get(name)?;
+                    // index, record and commit are null where the design
+                    // does not split its time.
+                    if i < 3 && v.is_null() {
+                        split = false;
+                    } else {
+                        *p = self.f64_of(v, &field(name))?;
+                    }
                 }
                 Ok(Breakdown {
                     name: self.str_of(get("name")?, &field("name"))?.to_string(),
                     parts,
+                    split,
                 })
             })
             .collect()
@@ -532,6 +545,27 @@ mod tests {
         assert_eq!(d.per_second, vec![990.0, 1010.0]);
         assert_eq!(d.latency_cdf_us[1], (0.99, 80.0));
         assert!(d.breakdown.is_none());
+    }
+
+    #[test]
+    fn a_breakdown_without_a_split_reads_as_not_split() {
+        let mut doc = driver_doc();
+        doc["result"]["breakdown"] = json!([
+            {"name": "a", "index": 0.5, "record": 0.2, "commit": 0.1, "aborted": 0.0, "other": 0.2},
+            {"name": "b", "index": null, "record": null, "commit": null, "aborted": 0.25, "other": 0.75}
+        ]);
+        let r = Run::from_value(Path::new("a.json"), doc).unwrap();
+        let b = r.points[0].detail.clone().unwrap().breakdown.unwrap();
+        assert!(b[0].split);
+        assert_eq!(b[0].parts, [0.5, 0.2, 0.1, 0.0, 0.2]);
+        assert!(!b[1].split);
+        assert_eq!(b[1].parts, [0.0, 0.0, 0.0, 0.25, 0.75]);
+        // `aborted` and `other` are always numbers.
+        let mut doc = driver_doc();
+        doc["result"]["breakdown"] = json!([
+            {"name": "b", "index": null, "record": null, "commit": null, "aborted": null, "other": 1.0}
+        ]);
+        assert!(Run::from_value(Path::new("a.json"), doc).is_err());
     }
 
     #[test]
