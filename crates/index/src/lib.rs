@@ -1,8 +1,9 @@
 //! `granary-index`: a concurrent ordered map over byte-string keys, in the
 //! style of Masstree ("Cache Craftiness for Fast Multicore Key-Value
 //! Storage", EuroSys 2012) and optimistic lock coupling ("The ART of
-//! Practical Synchronization", DaMoN 2016). It maps each key to a `u64`,
-//! which the caller uses as it likes (typically a pointer to its record).
+//! Practical Synchronization", DaMoN 2016). It maps each key to a value the
+//! tree keeps as one 64-bit word ([`Value`]): a `u64`, or typically a
+//! pointer to the caller's record (`Tree<*const Record>`).
 //!
 //! Every design in granary uses it: Silo (`granary`) for its tables, as
 //! Silo ("Speedy Transactions in Multicore In-Memory Databases", SOSP
@@ -58,5 +59,5 @@ mod version;
 
 pub use node::prefetch_lines;
 pub use retired::Retired;
-pub use tree::{Cursor, Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree};
+pub use tree::{Cursor, Guard, Insert, LeafRef, LeakGuard, Lookup, NodeChange, Tree, Value};
 pub use version::NodeVersion;

@@ -18,7 +18,7 @@ use super::*;
 /// A full leaf splits with the remembered parent locked, if that parent
 /// still has the remembered version; otherwise, and for any key the
 /// remembered leaves do not cover, the insert descends from the root as
-/// [`Tree::insert`] does. So other threads may insert, remove or split
+/// [`RawTree::insert`] does. So other threads may insert, remove or split
 /// concurrently, each cursor's keys may interleave with theirs, and keys
 /// may arrive in any order: a cursor is only slower then, never wrong.
 ///
@@ -26,28 +26,15 @@ use super::*;
 /// moves the rest right (a plain insert moves half), so an ascending run
 /// into a gap between keys already present fills whole leaves.
 ///
-/// ```
-/// use granary_index::{Insert, LeakGuard, Tree};
-///
-/// let tree = Tree::new();
-/// // SAFETY: every guard used on this tree is a LeakGuard.
-/// let mut g = unsafe { LeakGuard::new() };
-/// let mut c = tree.cursor();
-/// for i in 0..1000u64 {
-///     assert!(matches!(c.insert(&i.to_be_bytes(), i, &mut g), Insert::Inserted(_)));
-/// }
-/// assert_eq!(tree.get(&500u64.to_be_bytes(), &g).value, Some(500));
-/// ```
-///
 /// The remembered spot is dropped when any node of the tree has been
 /// unlinked since it was found (a remove that empties a leaf unlinks it): a cursor is
 /// kept from one pin to the next, and its nodes could have been freed.
 #[derive(Debug)]
-pub struct Cursor<'t> {
-    pub(super) tree: &'t Tree,
+pub struct RawCursor<'t> {
+    pub(super) tree: &'t RawTree,
     pub(super) at: Option<Spot>,
     /// The tree's unlink count when the current call began (see
-    /// [`Tree::unlinks`]).
+    /// [`RawTree::unlinks`]).
     pub(super) unlinks: u64,
 }
 
@@ -95,13 +82,8 @@ pub(super) unsafe fn covers(l: &Leaf, v: u64, k: &SearchKey<'_>) -> Covers {
     }
 }
 
-impl<'t> Cursor<'t> {
-    /// The tree this cursor inserts into.
-    pub fn tree(&self) -> &'t Tree {
-        self.tree
-    }
-
-    /// Insert `key → value` if the key is absent, as [`Tree::insert`] does,
+impl<'t> RawCursor<'t> {
+    /// Insert `key → value` if the key is absent, as [`RawTree::insert`] does,
     /// starting from where the previous key went.
     pub fn insert<G: Guard>(&mut self, key: &[u8], value: u64, g: &mut G) -> Insert {
         let k = SearchKey::new(key);
@@ -163,11 +145,11 @@ impl<'t> Cursor<'t> {
     }
 }
 
-impl Tree {
+impl RawTree {
     /// A cursor for inserting keys that arrive in ascending runs; see
-    /// [`Cursor`].
-    pub fn cursor(&self) -> Cursor<'_> {
-        Cursor {
+    /// [`RawCursor`].
+    pub fn cursor(&self) -> RawCursor<'_> {
+        RawCursor {
             tree: self,
             at: None,
             unlinks: self.unlinks(),

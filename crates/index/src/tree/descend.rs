@@ -3,11 +3,11 @@
 
 use super::*;
 
-impl Tree {
-    /// The value of `key`, if present: [`Tree::get`]'s value, from the
+impl RawTree {
+    /// The value of `key`, if present: [`RawTree::get`]'s value, from the
     /// point index if the tree has one. It reports no leaf, so a caller
     /// that must validate an absence (a phantom check) looks an absent
-    /// key up again with [`Tree::get`].
+    /// key up again with [`RawTree::get`].
     #[inline]
     pub fn find<G: Guard>(&self, key: &[u8], g: &G) -> Option<u64> {
         match &self.points {
@@ -17,23 +17,23 @@ impl Tree {
         }
     }
 
-    /// The most keys [`Tree::find_many`] descends for together.
+    /// The most keys [`RawTree::find_many`] descends for together.
     pub const FIND_MANY: usize = 16;
 
-    /// [`Tree::find`] for each of `keys` (at most [`Tree::FIND_MANY`]; the
+    /// [`RawTree::find`] for each of `keys` (at most [`RawTree::FIND_MANY`]; the
     /// rest are left `None`), into `out`, with their cache misses
     /// overlapped: without a point index the descents go down together,
     /// a level at a time, each node fetched a round before it is read, so
     /// a level's misses are waited for once for all keys instead of once
-    /// per key. Each descent makes the checks [`Tree::get`]'s does, in the
+    /// per key. Each descent makes the checks [`RawTree::get`]'s does, in the
     /// same order (a round apart), so it ends at the same leaf; one that
     /// fails a check looks its key up alone.
-    pub fn find_many<G: Guard>(&self, keys: &[&[u8]], out: &mut [Option<u64>], g: &G) {
-        const N: usize = Tree::FIND_MANY;
+    pub fn find_many<G: Guard, V: Value>(&self, keys: &[&[u8]], out: &mut [Option<V>], g: &G) {
+        const N: usize = RawTree::FIND_MANY;
         let n = keys.len().min(N).min(out.len());
         if self.points.is_some() {
             for (o, k) in out.iter_mut().zip(&keys[..n]) {
-                *o = self.find(k, g);
+                *o = self.find(k, g).map(V::from_word);
             }
             return;
         }
@@ -117,7 +117,8 @@ impl Tree {
             *o = match found {
                 Some(look) => look.value,
                 None => self.get(key, g).value,
-            };
+            }
+            .map(V::from_word);
         }
     }
 
@@ -139,7 +140,7 @@ impl Tree {
         self.descend(t, g, |_, _| {})
     }
 
-    /// [`Tree::find_leaf`], telling `on_inner(depth, (node, version,
+    /// [`RawTree::find_leaf`], telling `on_inner(depth, (node, version,
     /// child, separators))` each inner node it passes, whose child pointer
     /// it then validated; a restart from the root passes depth 0 again.
     #[inline(always)]
@@ -280,7 +281,7 @@ impl Tree {
         }
     }
 
-    /// Point lookup, as [`Tree::get`], trying first the leaf `hint` — the
+    /// Point lookup, as [`RawTree::get`], trying first the leaf `hint` — the
     /// [`Lookup::leaf`] of an earlier lookup in this tree, typically of a
     /// nearby key — and its right sibling. A leaf is used only if, read
     /// under its version, it covers the key (the same check as a
@@ -292,7 +293,7 @@ impl Tree {
     /// # Safety
     /// `hint` is a leaf of this tree that is not freed: found while the
     /// caller was pinned as it still is, or in an earlier pin with no
-    /// node unlinked since ([`Tree::unlinks`]). A leaf of another tree
+    /// node unlinked since ([`RawTree::unlinks`]). A leaf of another tree
     /// could cover the key and answer for the wrong tree.
     pub unsafe fn get_hinted<G: Guard>(&self, hint: LeafRef, key: &[u8], g: &G) -> Lookup {
         let k = SearchKey::new(key);

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Tree {
+impl RawTree {
     /// Grow the point index if an insert found it crowded (with no leaf
     /// locked: moving it takes every bucket's lock in turn).
     #[inline(always)]
@@ -131,7 +131,7 @@ impl Tree {
         r
     }
 
-    /// Insert `key → value` if the key is absent, as [`Tree::insert`]
+    /// Insert `key → value` if the key is absent, as [`RawTree::insert`]
     /// does, trying first the leaf `hint` — the [`Lookup::leaf`] of a
     /// lookup of the same key that found it absent — so the insert needs
     /// no second descent. The leaf is used only if, read under its version,
@@ -140,7 +140,7 @@ impl Tree {
     /// hint makes the insert slower, never wrong.
     ///
     /// # Safety
-    /// As for [`Tree::get_hinted`].
+    /// As for [`RawTree::get_hinted`].
     pub unsafe fn insert_hinted<G: Guard>(
         &self,
         hint: LeafRef,
@@ -183,7 +183,7 @@ impl Tree {
     }
 
     /// Insert by descending from the root, as often as it takes (`CURSOR`
-    /// and `spot` as for [`Tree::insert_into`]).
+    /// and `spot` as for [`RawTree::insert_into`]).
     pub(super) fn insert_impl<G: Guard, const CURSOR: bool>(
         &self,
         key: &[u8],
@@ -215,7 +215,7 @@ impl Tree {
     /// Returns `None`, having changed nothing, if `l` changed since `v`, a
     /// lock was taken, or a split is needed and the parent is unknown or
     /// has no room: the caller descends and tries again. For a `CURSOR`,
-    /// a full leaf splits at the key ([`Tree::split_leaf`]) and `spot` is
+    /// a full leaf splits at the key ([`RawTree::split_leaf`]) and `spot` is
     /// set to where the key is; plain inserts leave `spot` alone (so they
     /// pay nothing for it).
     ///

@@ -15,8 +15,8 @@ fn key(i: u64) -> [u8; 8] {
 }
 
 /// A tree holding keys `10·i` for `i` in `1..=n` (appended in order).
-fn tree_of(n: u64) -> Arc<Tree> {
-    let t = Arc::new(Tree::new());
+fn tree_of(n: u64) -> Arc<RawTree> {
+    let t = Arc::new(RawTree::new());
     // SAFETY: only LeakGuards on this tree.
     let mut g = unsafe { LeakGuard::new() };
     for i in 1..=n {
@@ -30,7 +30,7 @@ fn tree_of(n: u64) -> Arc<Tree> {
 
 /// A thread inserting `keys` in order, through one cursor if `cursor`,
 /// else with plain inserts; each must be new.
-fn inserter(t: &Arc<Tree>, keys: Vec<u64>, cursor: bool) -> loom::thread::JoinHandle<()> {
+fn inserter(t: &Arc<RawTree>, keys: Vec<u64>, cursor: bool) -> loom::thread::JoinHandle<()> {
     let t = t.clone();
     loom::thread::spawn(move || {
         // SAFETY: only LeakGuards on this tree.
@@ -55,7 +55,7 @@ fn bounded() -> loom::model::Builder {
 }
 
 /// Remove the keys `10·i` for `i` in `range` (set up, before threads).
-fn remove_all(t: &Tree, range: std::ops::RangeInclusive<u64>) {
+fn remove_all(t: &RawTree, range: std::ops::RangeInclusive<u64>) {
     // SAFETY: only LeakGuards on this tree.
     let mut g = unsafe { LeakGuard::new() };
     for i in range {
@@ -83,7 +83,7 @@ enum Rival {
 /// side, `total` the keys before the race. Both sides run in spawned
 /// threads (loom explores little of what the main thread does), one
 /// rival at a time: two together took over ten minutes.
-fn unlink_race(t: Arc<Tree>, last: u64, (left, right): (u64, u64), total: usize, rival: Rival) {
+fn unlink_race(t: Arc<RawTree>, last: u64, (left, right): (u64, u64), total: usize, rival: Rival) {
     let remover = {
         let t = t.clone();
         loom::thread::spawn(move || {
@@ -266,7 +266,7 @@ fn prefix_shrink_race(key: u64, want: Option<u64>) {
     b.preemption_bound = Some(1);
     b.max_branches = 100_000;
     b.check(move || {
-        let t = Arc::new(Tree::new());
+        let t = Arc::new(RawTree::new());
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         // A full leaf of 24-byte keys and one more: the split gives

@@ -14,10 +14,10 @@
 //! [`Guard`], so a stale child or sibling pointer read while pinned still
 //! points at readable memory. An unlinked node's version carries a
 //! deleted mark that never validates ([`NodeVersion`]): a reader that
-//! reaches it restarts from the root. See `Tree::unlink_empty`.
+//! reaches it restarts from the root. See `RawTree::unlink_empty`.
 //!
 //! Every operation can tell its caller which leaf versions it depended on
-//! ([`Lookup`], the `on_leaf` callback of [`Tree::scan`]) and, for a change,
+//! ([`Lookup`], the `on_leaf` callback of [`RawTree::scan`]) and, for a change,
 //! the leaf's version before and after it ([`NodeChange`]): what Silo's
 //! node-set validation needs (§4.6), without the tree knowing anything of
 //! transactions.
@@ -48,8 +48,10 @@ mod layout;
 mod remove;
 mod scan;
 mod search;
+mod typed;
 
-pub use cursor::Cursor;
+pub use cursor::RawCursor;
+pub use typed::{Cursor, Tree, Value};
 use cursor::*;
 use layout::*;
 use search::*;
@@ -134,19 +136,19 @@ pub struct NodeChange {
 /// The result of a point lookup: the value, and the leaf (with the version
 /// that was read) that holds the key or would hold it.
 #[derive(Clone, Copy, Debug)]
-pub struct Lookup {
-    pub value: Option<u64>,
+pub struct Lookup<V = u64> {
+    pub value: Option<V>,
     pub leaf: LeafRef,
     pub version: u64,
 }
 
 /// The result of an insert-if-absent.
 #[derive(Clone, Copy, Debug)]
-pub enum Insert {
+pub enum Insert<V = u64> {
     Inserted(NodeChange),
     /// The key was present; nothing changed.
     Exists {
-        value: u64,
+        value: V,
     },
 }
 
@@ -192,13 +194,13 @@ fn into_insert((old, change): Outcome) -> Insert {
 /// changed).
 type Spot = (NonNull<Leaf>, Parent);
 
-/// A concurrent ordered map from byte strings to `u64` values.
-pub struct Tree {
+/// The tree over 64-bit words, which [`Tree`] types.
+pub struct RawTree {
     root: AtomicPtr<Header>,
-    /// How many times nodes were unlinked (see [`Tree::unlinks`]).
+    /// How many times nodes were unlinked (see [`RawTree::unlinks`]).
     unlinks: AtomicU64,
     /// The hash table over the same keys, if the tree has one
-    /// ([`Tree::with_point_index`]).
+    /// ([`RawTree::with_point_index`]).
     points: Option<PointIndex>,
 }
 
@@ -207,19 +209,19 @@ pub struct Tree {
 type Step<'a> = (&'a Inner, u64, usize, usize);
 
 // SAFETY: all shared state is atomics behind the version protocol.
-unsafe impl Send for Tree {}
+unsafe impl Send for RawTree {}
 // SAFETY: as above.
-unsafe impl Sync for Tree {}
+unsafe impl Sync for RawTree {}
 
-impl Default for Tree {
+impl Default for RawTree {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl std::fmt::Debug for Tree {
+impl std::fmt::Debug for RawTree {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tree").finish_non_exhaustive()
+        f.debug_struct("RawTree").finish_non_exhaustive()
     }
 }
 
@@ -231,11 +233,11 @@ unsafe fn hdr<'a>(p: *const Header) -> &'a Header {
     unsafe { &*p }
 }
 
-impl Tree {
+impl RawTree {
     /// An empty tree (one empty leaf).
-    pub fn new() -> Tree {
+    pub fn new() -> RawTree {
         let leaf = Box::into_raw(Leaf::new(None, false));
-        Tree {
+        RawTree {
             root: AtomicPtr::new(leaf as *mut Header),
             unlinks: AtomicU64::new(0),
             points: None,
@@ -243,11 +245,11 @@ impl Tree {
     }
 
     /// An empty tree with a point index: a hash table over the same keys
-    /// that answers [`Tree::find`] with one bucket instead of a descent,
+    /// that answers [`RawTree::find`] with one bucket instead of a descent,
     /// for about 20–40 more bytes a key and a little more work per insert
     /// and remove (ARCHITECTURE.md, "The point index").
-    pub fn with_point_index() -> Tree {
-        let mut t = Tree::new();
+    pub fn with_point_index() -> RawTree {
+        let mut t = RawTree::new();
         t.points = Some(PointIndex::new());
         t
     }
@@ -309,7 +311,7 @@ unsafe fn free_node(p: *mut Header) {
     }
 }
 
-impl Drop for Tree {
+impl Drop for RawTree {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader remains.
         unsafe { free_node(self.root.load(R)) }

@@ -9,7 +9,7 @@ use super::*;
 /// never correctness: it is unlinked if a later remove empties it again.
 pub(super) const UNLINK_TRIES: usize = 16;
 
-/// What one try of [`Tree::try_unlink`] did.
+/// What one try of [`RawTree::try_unlink`] did.
 pub(super) enum Unlink {
     Done,
     /// Nothing to do: the leaf is not empty, is the leftmost, or is gone.
@@ -18,7 +18,7 @@ pub(super) enum Unlink {
     Retry,
 }
 
-impl Tree {
+impl RawTree {
     /// Find `key` and lock its leaf. Returns the leaf (locked), the version
     /// it had, its entry count and the key's position; `None` (nothing
     /// locked) if the key is absent.
@@ -158,10 +158,10 @@ impl Tree {
         }
     }
 
-    /// One try of [`Tree::unlink_empty`].
+    /// One try of [`RawTree::unlink_empty`].
     ///
     /// # Safety
-    /// As for [`Tree::unlink_empty`].
+    /// As for [`RawTree::unlink_empty`].
     pub(super) unsafe fn try_unlink<G: Guard>(&self, l: &Leaf, g: &mut G) -> Unlink {
         let v = l.header.version.stable();
         if is_deleted(v) || l.header.count.load(R) != 0 {
@@ -263,7 +263,7 @@ impl Tree {
                 inner_remove(pm, nm, 0, 0);
             }
         }
-        // SeqCst: before the retirements (see `Tree::unlinks`).
+        // SeqCst: before the retirements (see `RawTree::unlinks`).
         self.unlinks.fetch_add(1, Ordering::SeqCst);
         l.header.version.unlock_deleted();
         for &(n, ..) in &path[m + 1..] {

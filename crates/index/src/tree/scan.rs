@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Tree {
+impl RawTree {
     /// Visit the keys in `(lo, hi)` in order (descending if `reverse`).
     ///
     /// `on_leaf` is told each leaf whose validated contents were used, with

@@ -21,7 +21,7 @@ pub(super) struct Shape {
 /// to its lower bound and its right sibling's fence to its upper
 /// bound; the sibling chain visiting the same leaves in order; unused
 /// slots cleared; every key found by a lookup.
-pub(super) fn check(t: &Tree) -> Shape {
+pub(super) fn check(t: &RawTree) -> Shape {
     let mut leaves = Vec::new();
     let mut keys = Vec::new();
     let mut depth = None;

@@ -55,7 +55,7 @@ fn count_below_is_a_lower_bound() {
 /// The unlink runs inside the descent, right after `pj`.
 #[test]
 fn a_descent_below_a_moved_separator_sees_the_unlink() {
-    let t = Tree::new();
+    let t = RawTree::new();
     // SAFETY: only LeakGuards on this tree.
     let mut g = unsafe { LeakGuard::new() };
     let n = 4000u64;
@@ -190,7 +190,7 @@ fn inserted(r: Insert) -> bool {
 
 #[test]
 fn cursor_ascending_run_fills_leaves() {
-    let t = Tree::new();
+    let t = RawTree::new();
     // SAFETY: only LeakGuards on this tree.
     let mut g = unsafe { LeakGuard::new() };
     let n = 20_000u64;
@@ -230,7 +230,7 @@ fn ycsb_key(i: u64, len: usize) -> Vec<u8> {
 }
 
 /// The longest prefix, in words, of any node of a quiescent tree.
-fn widest_prefix(t: &Tree) -> usize {
+fn widest_prefix(t: &RawTree) -> usize {
     fn walk(p: *const Header) -> usize {
         // SAFETY: a live node of a quiescent tree.
         let h = unsafe { hdr(p) };
@@ -258,7 +258,7 @@ fn long_shared_prefixes() {
     for len in [24usize, 64] {
         // SAFETY: only LeakGuards on these trees.
         let mut g = unsafe { LeakGuard::new() };
-        let sorted = Tree::new();
+        let sorted = RawTree::new();
         let mut c = sorted.cursor();
         for i in 0..5_000u64 {
             assert!(inserted(c.insert(&ycsb_key(i, len), i, &mut g)));
@@ -266,7 +266,7 @@ fn long_shared_prefixes() {
         check(&sorted);
         let want_pw = if len == 24 { 2 } else { PREFIX_WORDS };
         assert_eq!(widest_prefix(&sorted), want_pw, "{len}-byte keys");
-        let t = Tree::new();
+        let t = RawTree::new();
         let mut model = std::collections::BTreeMap::new();
         for _ in 0..5_000 {
             let i = next(&mut rng) % 20_000;
@@ -316,7 +316,7 @@ fn cursor_runs_into_gaps() {
     let keys = mixed_keys(&mut rng, 30_000);
     let (block, files) = (1 + next(&mut rng) as usize % 400, 4);
     eprintln!("block {block}");
-    let t = Tree::new();
+    let t = RawTree::new();
     // SAFETY: only LeakGuards on this tree.
     let mut g = unsafe { LeakGuard::new() };
     for f in 0..files {
@@ -348,7 +348,7 @@ fn cursor_with_other_inserts_and_any_order() {
     let mut rng = seed("cursor_with_other_inserts_and_any_order");
     for round in 0..20 {
         let keys = mixed_keys(&mut rng, 3_000);
-        let t = Tree::new();
+        let t = RawTree::new();
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         let mut model = std::collections::BTreeMap::new();
@@ -404,14 +404,14 @@ fn follow(
 }
 
 /// The tree is whole and holds exactly `model`.
-fn matches_model(t: &Tree, model: std::collections::BTreeMap<Vec<u8>, u64>, round: usize) {
+fn matches_model(t: &RawTree, model: std::collections::BTreeMap<Vec<u8>, u64>, round: usize) {
     let s = check(t);
     let want: Vec<_> = model.into_iter().collect();
     assert!(s.keys == want, "round {round}");
 }
 
 /// Nodes reachable from the root: (leaves, inner nodes).
-fn reachable(t: &Tree) -> (usize, usize) {
+fn reachable(t: &RawTree) -> (usize, usize) {
     fn walk(p: *const Header, n: &mut (usize, usize)) {
         // SAFETY: a quiescent test tree.
         let h = unsafe { hdr(p) };
@@ -440,7 +440,7 @@ fn reachable(t: &Tree) -> (usize, usize) {
 fn a_queue_keeps_the_tree_small() {
     let mut rng = seed("a_queue_keeps_the_tree_small");
     for len in [8, 24, 64] {
-        let t = Tree::new();
+        let t = RawTree::new();
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         let key = |i: u64| match len {
@@ -498,7 +498,7 @@ fn a_queue_keeps_the_tree_small() {
 fn removing_every_key_unlinks_every_other_leaf() {
     let mut rng = seed("removing_every_key_unlinks_every_other_leaf");
     for round in 0..6 {
-        let t = Tree::new();
+        let t = RawTree::new();
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         let mut keys = mixed_keys(&mut rng, 3_000);
@@ -564,7 +564,7 @@ unsafe impl Guard for Reuse {
 /// spot when the tree's unlink count has moved, and descends.
 #[test]
 fn a_cursor_forgets_a_leaf_unlinked_since() {
-    let t = Tree::new();
+    let t = RawTree::new();
     let mut g = Reuse;
     // Two full leaves (appends keep the left one full).
     for i in 0..2 * LEAF_WIDTH as u64 {
@@ -618,7 +618,7 @@ fn gap_inserts_race_unlinks_in_a_deep_tree() {
     let blocks = 400u64; // of LEAF_WIDTH keys: 4,800 keys, 4 levels
     let w = LEAF_WIDTH as u64;
     let key = |i: u64| (10 * i).to_be_bytes();
-    let t = Tree::new();
+    let t = RawTree::new();
     {
         let g = crossbeam_epoch::pin();
         for i in 0..blocks * w {
@@ -674,7 +674,7 @@ fn gap_inserts_race_unlinks_in_a_deep_tree() {
 /// for present and absent keys, and leaves keys past its limit alone.
 #[test]
 fn find_many_answers_as_find() {
-    let t = Tree::new();
+    let t = RawTree::new();
     let g = crossbeam_epoch::pin();
     for i in 0..5000u64 {
         t.insert(&(10 * i).to_be_bytes(), i, &mut Ebr(&g));
@@ -688,7 +688,7 @@ fn find_many_answers_as_find() {
         let mut out = [Some(u64::MAX); 20];
         t.find_many(&refs, &mut out, &Ebr(&g));
         for (i, k) in refs.iter().enumerate() {
-            let want = if i < Tree::FIND_MANY {
+            let want = if i < RawTree::FIND_MANY {
                 t.find(k, &Ebr(&g))
             } else {
                 Some(u64::MAX)
@@ -708,7 +708,7 @@ fn find_many_races_splits_and_unlinks() {
     let stress = stress();
     let blocks = 400u64;
     let w = LEAF_WIDTH as u64;
-    let t = Tree::new();
+    let t = RawTree::new();
     {
         let g = crossbeam_epoch::pin();
         for i in 0..blocks * w {
@@ -747,8 +747,8 @@ fn find_many_races_splits_and_unlinks() {
         s.spawn(move || {
             let mut rng = base ^ 0x5eed;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let mut keys = [[0u8; 8]; Tree::FIND_MANY];
-                let mut want = [(0u64, 0u8); Tree::FIND_MANY];
+                let mut keys = [[0u8; 8]; RawTree::FIND_MANY];
+                let mut want = [(0u64, 0u8); RawTree::FIND_MANY];
                 for (k, w) in keys.iter_mut().zip(&mut want) {
                     let b = next(&mut rng) % blocks;
                     let i = b * LEAF_WIDTH as u64 + next(&mut rng) % LEAF_WIDTH as u64;
@@ -764,7 +764,7 @@ fn find_many_races_splits_and_unlinks() {
                     *w = (i, off as u8);
                 }
                 let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-                let mut out = [None; Tree::FIND_MANY];
+                let mut out = [None; RawTree::FIND_MANY];
                 let g = crossbeam_epoch::pin();
                 t.find_many(&refs, &mut out, &Ebr(&g));
                 for (o, (i, off)) in out.iter().zip(want) {
@@ -804,7 +804,7 @@ fn unlinks_race_lookups_scans_and_writers() {
     }
     let sentinel = |q: u64| qkey(q, u64::MAX);
     for round in 0..rounds {
-        let t = Tree::new();
+        let t = RawTree::new();
         {
             let g = crossbeam_epoch::pin();
             for q in 0..=QUEUES {
@@ -905,7 +905,7 @@ fn insert_hinted_after_lookups() {
     let mut rng = seed("insert_hinted_after_lookups");
     for round in 0..20 {
         let keys = mixed_keys(&mut rng, 2_000);
-        let t = Tree::new();
+        let t = RawTree::new();
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         let mut model = std::collections::BTreeMap::new();
@@ -944,7 +944,7 @@ fn insert_hinted_concurrent() {
     for round in 0..4u64 {
         let mut rng = base ^ round;
         let keys = mixed_keys(&mut rng, 20_000);
-        let t = Tree::new();
+        let t = RawTree::new();
         let won: usize = std::thread::scope(|s| {
             let hs: Vec<_> = (0..3u64)
                 .map(|th| {
@@ -990,7 +990,7 @@ fn get_hinted_matches_the_model() {
     let mut rng = seed("get_hinted_matches_the_model");
     for round in 0..20 {
         let keys = mixed_keys(&mut rng, 2_000);
-        let t = Tree::new();
+        let t = RawTree::new();
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         let mut model = std::collections::BTreeMap::new();
@@ -1045,7 +1045,7 @@ fn get_hinted_concurrent_with_splits() {
     for round in 0..4u64 {
         let mut rng = base ^ round;
         let keys = mixed_keys(&mut rng, 30_000);
-        let t = Tree::new();
+        let t = RawTree::new();
         // SAFETY: only LeakGuards on this tree.
         let mut g = unsafe { LeakGuard::new() };
         // Every third key is there from the start; writers add the rest.
@@ -1117,7 +1117,7 @@ fn cursor_concurrent_interleaved_runs() {
             runs[next(&mut rng) as usize % threads].push(at..at + len);
             at += len;
         }
-        let t = Tree::new();
+        let t = RawTree::new();
         let done = std::sync::atomic::AtomicUsize::new(0);
         let winners: Vec<Vec<usize>> = std::thread::scope(|s| {
             let loaders: Vec<_> = runs
@@ -1225,8 +1225,8 @@ fn point_index_matches_the_model() {
     }
     keys.sort();
     keys.dedup();
-    let t = Tree::with_point_index();
-    let plain = Tree::new();
+    let t = RawTree::with_point_index();
+    let plain = RawTree::new();
     // SAFETY: only LeakGuards on these trees.
     let mut g = unsafe { LeakGuard::new() };
     let mut model = std::collections::BTreeMap::new();
@@ -1310,7 +1310,7 @@ fn point_index_races_writers_and_growth() {
         }
     }
     for round in 0..rounds {
-        let t = Tree::with_point_index();
+        let t = RawTree::with_point_index();
         let stay: Vec<Vec<u8>> = (0..64).map(|i| wkey(9, i)).collect();
         {
             let g = crossbeam_epoch::pin();
