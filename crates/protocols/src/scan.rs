@@ -9,21 +9,32 @@
 use std::ops::Bound;
 
 use granary_api::TxError;
-use granary_index::{Guard, LeafRef, Tree};
+use granary_index::{Guard, LeafRef, Tree, Value};
 
 /// Keys (and index values) of one batch, with the buffers reused.
-#[derive(Default)]
-pub(crate) struct Batch {
+pub(crate) struct Batch<V = u64> {
     keys: Vec<u8>,
     /// (end of the key in `keys`, the index's value)
-    ends: Vec<(u32, u64)>,
+    ends: Vec<(u32, V)>,
     /// The last key of the previous batch.
     last: Vec<u8>,
     started: bool,
     done: bool,
 }
 
-impl Batch {
+impl<V> Default for Batch<V> {
+    fn default() -> Self {
+        Batch {
+            keys: Vec::new(),
+            ends: Vec::new(),
+            last: Vec::new(),
+            started: false,
+            done: false,
+        }
+    }
+}
+
+impl<V: Value> Batch<V> {
     /// Start a scan.
     pub fn start(&mut self) {
         self.keys.clear();
@@ -39,7 +50,7 @@ impl Batch {
     #[allow(clippy::too_many_arguments)]
     pub fn next<G: Guard>(
         &mut self,
-        tree: &Tree,
+        tree: &Tree<V>,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         reverse: bool,
@@ -78,7 +89,7 @@ impl Batch {
     }
 
     /// The keys of the batch fetched last, with their index values.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], V)> + '_ {
         let mut start = 0;
         self.ends.iter().map(move |&(end, v)| {
             let k = &self.keys[start..end as usize];
@@ -98,14 +109,14 @@ impl Batch {
 /// # Errors
 /// What `value` fails with.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn visit<'v, G: Guard>(
-    batch: &mut Batch,
-    tree: &Tree,
+pub(crate) fn visit<'v, G: Guard, V: Value>(
+    batch: &mut Batch<V>,
+    tree: &Tree<V>,
     (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
     limit: usize,
     reverse: bool,
     g: &G,
-    mut value: impl FnMut(&[u8], u64) -> Result<Option<&'v [u8]>, TxError>,
+    mut value: impl FnMut(&[u8], V) -> Result<Option<&'v [u8]>, TxError>,
     mut f: impl FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<(), TxError> {
     if limit == 0 {

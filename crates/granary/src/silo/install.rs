@@ -90,10 +90,17 @@ impl<'r> Locked<'r> {
     /// its lock with `word` as no longer latest (a reader holding it looks
     /// the key up again), and retire it to `gc`: an aborted insert's
     /// placeholder, or a deleted record unhooked (§4.9).
-    pub fn unhook(self, tree: &Tree, key: &[u8], word: Tid, gc: &mut GcLists, epochs: &Epochs) {
+    pub fn unhook(
+        self,
+        tree: &Tree<*const Record>,
+        key: &[u8],
+        word: Tid,
+        gc: &mut GcLists,
+        epochs: &Epochs,
+    ) {
         let rec = self.rec;
         let mut rp = RetirePin { gc, epochs };
-        let removed = tree.remove_if(key, rec as *const Record as u64, &mut rp);
+        let removed = tree.remove_if(key, rec as *const Record, &mut rp);
         assert!(removed.is_some(), "a locked record is its key's tree entry");
         rec.unlock(word.without(Tid::LATEST));
         // Read after the removal (see `RetirePin`).
@@ -125,8 +132,7 @@ impl<'r> Locked<'r> {
             let (table, key) = place();
             // SAFETY: ours, not yet published.
             table.widen(unsafe { new.as_ref() }.capacity());
-            let p = rec as *const Record as u64;
-            let swapped = table.tree.replace(key, p, new.as_ptr() as u64, pin);
+            let swapped = table.tree.replace(key, rec, new.as_ptr(), pin);
             assert!(swapped, "a locked record is its key's tree entry");
             rec.unlock(old.without(Tid::LATEST));
             how.retire(NonNull::from(rec));

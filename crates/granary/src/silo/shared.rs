@@ -23,7 +23,7 @@ pub const MAX_TABLES: usize = 4096;
 
 pub(crate) struct Table {
     pub name: String,
-    pub tree: Tree,
+    pub tree: Tree<*const Record>,
     /// The largest capacity of any record ever linked into `tree`: a
     /// bound for prefetching. A lookup of a table whose records all fit
     /// in their first line need not read a record's capacity to learn
@@ -33,7 +33,7 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    pub fn new(name: &str, tree: Tree) -> Table {
+    pub fn new(name: &str, tree: Tree<*const Record>) -> Table {
         Table {
             name: name.to_string(),
             tree,
@@ -119,7 +119,7 @@ impl Drop for Shared {
                 t.tree.for_each_value(|v| {
                     // SAFETY: every value is a live record owned by the tree;
                     // superseded versions were freed with the garbage above.
-                    unsafe { Record::free(std::ptr::NonNull::new_unchecked(v as *mut Record)) }
+                    unsafe { Record::free(std::ptr::NonNull::new_unchecked(v.cast_mut())) }
                 });
             }
         }

@@ -60,7 +60,7 @@ impl<'w> Snapshot<'w> {
             return Ok(None);
         };
         // SAFETY: reachable from the tree while pinned.
-        let found = unsafe { read_as_of(&*(p as *const Record), self.se, self.buf) };
+        let found = unsafe { read_as_of(&*p, self.se, self.buf) };
         Ok(found.then_some(&self.buf[..]))
     }
 
@@ -95,7 +95,7 @@ impl<'w> Snapshot<'w> {
             |_, _| {},
             |key, p| {
                 // SAFETY: reachable from the tree while pinned.
-                if !unsafe { read_as_of(&*(p as *const Record), se, buf) } {
+                if !unsafe { read_as_of(&*p, se, buf) } {
                     return true;
                 }
                 emitted += 1;

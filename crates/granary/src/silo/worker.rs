@@ -308,7 +308,7 @@ impl Worker {
                     return Ok(false);
                 };
                 // SAFETY: reachable from the tree while pinned.
-                let rec = unsafe { &*(p as *const Record) };
+                let rec = unsafe { &*p };
                 let tid = rec.read(out);
                 if tid.is_latest() {
                     return Ok(!tid.is_absent());
@@ -346,7 +346,7 @@ impl Worker {
                     let r = Record::alloc(tid, value, 0, std::ptr::null_mut());
                     // SAFETY: ours, not yet published.
                     table.widen(unsafe { r.as_ref() }.capacity());
-                    match tree.insert(key, r.as_ptr() as u64, &mut pin) {
+                    match tree.insert(key, r.as_ptr(), &mut pin) {
                         granary_index::Insert::Inserted(_) => return Ok(()),
                         // SAFETY: never published.
                         granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
@@ -354,7 +354,7 @@ impl Worker {
                 }
                 Some(p) => {
                     // SAFETY: reachable while pinned.
-                    let rec = unsafe { &*(p as *const Record) };
+                    let rec = unsafe { &*p };
                     let Some(locked) = Locked::latest(rec) else {
                         continue;
                     };
@@ -471,7 +471,7 @@ pub(crate) fn unhook(shared: &Shared, gc: &mut GcLists, c: Cleanup) {
     let pin = unsafe { ReadPin::new() };
     // Dereference the record only if the tree still maps the key to it:
     // then it is reachable, hence live, while we are pinned.
-    if table.tree.find(&c.key, &pin) != Some(c.rec.as_ptr() as u64) {
+    if table.tree.find(&c.key, &pin) != Some(c.rec.as_ptr()) {
         return;
     }
     // SAFETY: reachable while pinned (checked above).
@@ -493,7 +493,7 @@ mod tests {
     use crate::{Database, Options};
 
     /// The record the tree maps `key` to.
-    fn entry(db: &Database, w: &mut Worker, t: TableId, key: &[u8]) -> u64 {
+    fn entry(db: &Database, w: &mut Worker, t: TableId, key: &[u8]) -> *const Record {
         w.pin();
         // SAFETY: pinned just above.
         let pin = unsafe { ReadPin::new() };

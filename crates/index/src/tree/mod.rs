@@ -51,10 +51,10 @@ mod search;
 mod typed;
 
 pub use cursor::RawCursor;
-pub use typed::{Cursor, Tree, Value};
 use cursor::*;
 use layout::*;
 use search::*;
+pub use typed::{Cursor, Tree, Value};
 
 /// Proof that the calling thread is inside an epoch-protected region, and
 /// the sink for memory the tree unlinks.

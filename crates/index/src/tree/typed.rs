@@ -253,8 +253,7 @@ impl<V: Value> Tree<V> {
     /// the key is absent or holds another value.
     #[inline]
     pub fn replace<G: Guard>(&self, key: &[u8], expected: V, new: V, g: &mut G) -> bool {
-        self.raw
-            .replace(key, expected.to_word(), new.to_word(), g)
+        self.raw.replace(key, expected.to_word(), new.to_word(), g)
     }
 
     /// Remove `key`; returns its value and the leaf change. A remove that
@@ -263,9 +262,7 @@ impl<V: Value> Tree<V> {
     /// deleted bit): read it only while pinned, as any `LeafRef`.
     #[inline]
     pub fn remove<G: Guard>(&self, key: &[u8], g: &mut G) -> Option<(V, NodeChange)> {
-        self.raw
-            .remove(key, g)
-            .map(|(w, c)| (V::from_word(w), c))
+        self.raw.remove(key, g).map(|(w, c)| (V::from_word(w), c))
     }
 
     /// Remove `key` only if it maps to `expected`.
@@ -290,8 +287,9 @@ impl<V: Value> Tree<V> {
         on_leaf: impl FnMut(LeafRef, u64),
         mut visit: impl FnMut(&[u8], V) -> bool,
     ) {
-        self.raw
-            .scan(lo, hi, reverse, g, on_leaf, |k, w| visit(k, V::from_word(w)))
+        self.raw.scan(lo, hi, reverse, g, on_leaf, |k, w| {
+            visit(k, V::from_word(w))
+        })
     }
 
     /// A cursor for inserting keys that arrive in ascending runs; see
@@ -351,5 +349,74 @@ impl<'t, V: Value> Cursor<'t, V> {
     #[inline]
     pub fn insert<G: Guard>(&mut self, key: &[u8], value: V, g: &mut G) -> Insert<V> {
         typed_insert(self.raw.insert(key, value.to_word(), g))
+    }
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::*;
+
+    /// A tree of pointers is shared between threads as a tree of words
+    /// is, though raw pointers are neither `Send` nor `Sync`.
+    #[test]
+    fn a_tree_of_pointers_is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Tree<*const String>>();
+    }
+
+    #[test]
+    fn values_come_back_as_they_went_in() {
+        let tree: Tree<*const String> = Tree::new();
+        // SAFETY: every guard used on this tree is a LeakGuard.
+        let mut g = unsafe { LeakGuard::new() };
+        let owned: Vec<*const String> = (0..100)
+            .map(|i| Box::into_raw(Box::new(format!("v{i}"))).cast_const())
+            .collect();
+        let mut c = tree.cursor();
+        for (i, &p) in owned.iter().enumerate() {
+            let k = (i as u64).to_be_bytes();
+            assert!(matches!(c.insert(&k, p, &mut g), Insert::Inserted(_)));
+        }
+        assert!(std::ptr::eq(c.tree(), &tree));
+        let k7 = 7u64.to_be_bytes();
+        assert_eq!(tree.find(&k7, &g), Some(owned[7]));
+        assert_eq!(tree.get(&k7, &g).value, Some(owned[7]));
+        match tree.insert(&k7, owned[8], &mut g) {
+            Insert::Exists { value } => assert_eq!(value, owned[7]),
+            Insert::Inserted(_) => panic!("7 is present"),
+        }
+        let mut found = [None; 2];
+        let k9 = 9u64.to_be_bytes();
+        tree.find_many(&[&k7, &k9], &mut found, &g);
+        assert_eq!(found, [Some(owned[7]), Some(owned[9])]);
+        let mut seen = Vec::new();
+        tree.scan(
+            Bound::Included(&k7[..]),
+            Bound::Excluded(&k9[..]),
+            false,
+            &g,
+            |_, _| {},
+            |_, v| {
+                // SAFETY: the values are live Strings until freed below.
+                seen.push(unsafe { (*v).clone() });
+                true
+            },
+        );
+        assert_eq!(seen, ["v7", "v8"]);
+        assert!(tree.replace(&k7, owned[7], owned[8], &mut g));
+        assert!(!tree.replace(&k7, owned[7], owned[8], &mut g));
+        assert!(tree.remove_if(&k7, owned[7], &mut g).is_none());
+        assert!(tree.remove_if(&k7, owned[8], &mut g).is_some());
+        assert_eq!(tree.remove(&k9, &mut g).map(|(v, _)| v), Some(owned[9]));
+        let (old, change) = tree.upsert(&k9, owned[7], &mut g);
+        assert!(old.is_none() && change.is_some());
+        let mut tree = tree;
+        let mut n = 0;
+        tree.for_each_value(|_| n += 1);
+        assert_eq!(n, 99);
+        for p in owned {
+            // SAFETY: made by Box::into_raw above; the tree is not read again.
+            drop(unsafe { Box::from_raw(p.cast_mut()) });
+        }
     }
 }

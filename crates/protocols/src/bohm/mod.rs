@@ -254,7 +254,7 @@ impl Drop for Bohm {
                     // SAFETY: the index owns each chain once; no thread
                     // runs any more.
                     unsafe {
-                        let chain = c as *mut Chain;
+                        let chain = c.cast_mut();
                         free_chain((&*chain).head.load(Ordering::Relaxed));
                         Chain::free(chain);
                     }

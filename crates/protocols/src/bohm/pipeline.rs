@@ -148,7 +148,7 @@ pub(super) enum Input {
 
 pub(super) struct Shared {
     pub(super) cfg: Config,
-    pub(super) tables: Catalog<Tree>,
+    pub(super) tables: Catalog<Tree<*const Chain>>,
     pub(super) input: Mutex<Inbox>,
     pub(super) input_ready: Condvar,
     /// Batches cut and not yet collected (oldest first).

@@ -66,7 +66,7 @@ impl Planner {
         let found = s.tables.get(t).ok()?.find(key, &Pin(g));
         let c: &Chain = match found {
             // SAFETY: as above.
-            Some(c) => unsafe { &*(c as *const Chain) },
+            Some(c) => unsafe { &*c },
             None if make => chain(s, t, key, g)?,
             None => return None,
         };
@@ -287,15 +287,15 @@ pub(super) fn chain<'s>(
     let tree = s.tables.get(t).ok()?;
     if let Some(c) = tree.find(key, &Pin(g)) {
         // SAFETY: chains live as long as the database.
-        return Some(unsafe { &*(c as *const Chain) });
+        return Some(unsafe { &*c });
     }
     let fresh = new_chain(t, key);
-    let c = match tree.insert(key, fresh as u64, &mut Pin(g)) {
-        Insert::Inserted(_) => fresh,
+    let c = match tree.insert(key, fresh.cast_const(), &mut Pin(g)) {
+        Insert::Inserted(_) => fresh.cast_const(),
         Insert::Exists { value } => {
             // SAFETY: never published.
             unsafe { Chain::free(fresh) };
-            value as *mut Chain
+            value
         }
     };
     // SAFETY: as above.

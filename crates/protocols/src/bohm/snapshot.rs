@@ -9,14 +9,14 @@ pub struct Snapshot<'a> {
     pub(super) s: &'a Shared,
     pub(super) g: &'a crossbeam_epoch::Guard,
     pub(super) bound: u64,
-    pub(super) batch: ScanBatch,
+    pub(super) batch: ScanBatch<*const Chain>,
 }
 
 impl Snapshot<'_> {
     /// The value of `chain` at the snapshot.
-    pub(super) fn visible<'v>(&self, chain: u64) -> Option<&'v [u8]> {
+    pub(super) fn visible<'v>(&self, chain: *const Chain) -> Option<&'v [u8]> {
         // SAFETY: chains live as long as the database.
-        let chain = unsafe { &*(chain as *const Chain) };
+        let chain = unsafe { &*chain };
         // Acquire: a chain link (module doc): the version's fields are seen.
         let mut v = chain.head.load(Ordering::Acquire);
         // SAFETY: versions at or above the one visible at `bound` are not

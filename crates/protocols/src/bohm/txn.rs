@@ -151,9 +151,9 @@ impl Txn<'_> {
 
     /// The value chain `c` (an index value) holds at this procedure's
     /// timestamp.
-    pub(super) fn visible_in<'v>(&mut self, c: u64) -> Result<Option<&'v [u8]>, TxError> {
+    pub(super) fn visible_in<'v>(&mut self, c: *const Chain) -> Result<Option<&'v [u8]>, TxError> {
         // SAFETY: chains live as long as the database.
-        let chain = unsafe { &*(c as *const Chain) };
+        let chain = unsafe { &*c };
         // Acquire: a chain link (module doc): the version's fields and value
         // are seen.
         let mut v = chain.head.load(Ordering::Acquire);

@@ -104,7 +104,7 @@ unsafe fn retire(g: &crossbeam_epoch::Guard, p: *mut Entry) {
 /// make every key longer than 8 bytes, which the index keeps out of
 /// line: a pointer chase and a `memcmp` per comparison.)
 pub struct MemoryDc {
-    tables: Box<[OnceLock<Tree>]>,
+    tables: Box<[OnceLock<Tree<*const Entry>>]>,
     rssp: AtomicU64,
 }
 
@@ -126,7 +126,7 @@ impl MemoryDc {
     }
 
     /// Table `t`'s tree, made on first use.
-    fn tree(&self, t: u32) -> Result<&Tree, Error> {
+    fn tree(&self, t: u32) -> Result<&Tree<*const Entry>, Error> {
         let slot = self
             .tables
             .get(t as usize)
@@ -147,7 +147,7 @@ impl DataComponent for MemoryDc {
             Some(value) => {
                 // SAFETY: entries are freed only after a grace period, and
                 // we are pinned.
-                let e = unsafe { &*(value as *const Entry) };
+                let e = unsafe { &*value };
                 out.clear();
                 // SAFETY: an entry is never written after it is published.
                 out.extend_from_slice(unsafe { e.value() }.unwrap_or_default());
@@ -164,14 +164,14 @@ impl DataComponent for MemoryDc {
             let old = match op.value {
                 Some(v) => {
                     let e = Entry::alloc(op.lsn, Some(v), 0);
-                    tree.upsert(k, e as u64, &mut Pin(&g)).0
+                    tree.upsert(k, e.cast_const(), &mut Pin(&g)).0
                 }
                 None => tree.remove(k, &mut Pin(&g)).map(|(v, _)| v),
             };
             if let Some(old) = old {
                 // SAFETY: replaced or removed above: unreachable for
                 // threads that pin from now on; retired once.
-                unsafe { retire(&g, old as *mut Entry) };
+                unsafe { retire(&g, old.cast_mut()) };
             }
         }
         Ok(())
@@ -201,7 +201,7 @@ impl DataComponent for MemoryDc {
                 }
                 n += 1;
                 // SAFETY: as in `get`.
-                let e = unsafe { &*(v as *const Entry) };
+                let e = unsafe { &*v };
                 // SAFETY: as in `get`.
                 f(k, unsafe { e.value() }.unwrap_or_default())
             },
@@ -231,7 +231,7 @@ impl Drop for MemoryDc {
         for t in self.tables.iter_mut().filter_map(OnceLock::get_mut) {
             t.for_each_value(|v| {
                 // SAFETY: the DC is going: its entries are its own.
-                unsafe { Tail::free(v as *mut Entry) };
+                unsafe { Tail::free(v.cast_mut()) };
             });
         }
     }

@@ -16,7 +16,7 @@ use super::dc::DataComponent;
 use super::log::Log;
 use super::logrec::HEADER;
 use super::read_cache::ReadCache;
-use super::table::MvccTable;
+use super::table::{Item, MvccTable};
 use crate::catalog::Catalog;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
@@ -108,7 +108,7 @@ impl Config {
 /// A table: its ordered index (key → MVCC item), for scans, and the
 /// timestamp of its latest scan.
 pub(super) struct Table {
-    pub(super) index: Tree,
+    pub(super) index: Tree<*const Item>,
     pub(super) scan_ts: AtomicU64,
 }
 

@@ -39,7 +39,7 @@ pub(super) fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
         };
         // Dereference the chain only if the tree still maps the key to it:
         // then it is reachable, hence alive, while we are pinned.
-        if tree.find(&u.key, &Pin(&g)) != Some(u.chain as u64) {
+        if tree.find(&u.key, &Pin(&g)) != Some(u.chain as *const Chain) {
             continue;
         }
         // SAFETY: reachable from the tree while pinned (above).
@@ -65,7 +65,7 @@ pub(super) fn unhook_due(db: &Shared, q: &mut VecDeque<Unhook>, oldest: u64) {
         {
             continue;
         }
-        let removed = tree.remove_if(&u.key, u.chain as u64, &mut Pin(&g));
+        let removed = tree.remove_if(&u.key, u.chain as *const Chain, &mut Pin(&g));
         // A real check: retiring a chain the tree still maps would be a
         // use after free.
         assert!(removed.is_some(), "only the DEAD claimant removes");

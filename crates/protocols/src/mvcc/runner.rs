@@ -58,7 +58,7 @@ pub(super) struct State {
     pub(super) nodes: Vec<(LeafRef, u64)>,
     /// Keys this transaction deleted: (table, key, chain).
     pub(super) deletes: Vec<(TableId, Box<[u8]>, usize)>,
-    pub(super) batch: Batch,
+    pub(super) batch: Batch<*const Chain>,
     /// Chains `prefetch_many` found, in order, for the lookups that follow.
     pub(super) hints: Hints<usize>,
     /// Versions this runner's commits cut off their chains, not yet

@@ -147,7 +147,7 @@ impl Drop for Shared {
         for t in self.tables.tables_mut() {
             let Table { tree, dense } = t;
             tree.for_each_value(|c| {
-                let c = c as *mut Chain;
+                let c = c.cast_mut();
                 // The array's chains are freed with it, below.
                 if !in_array(dense, c) {
                     // SAFETY: the index owns the chains it maps to,

@@ -12,7 +12,7 @@ fn name<C>() -> &'static str {
 fn chain_len<C: Certifier>(db: &Mvcc<C>, t: TableId, key: &[u8]) -> usize {
     let g = crossbeam_epoch::pin();
     let tree = &db.0.tables.get(t).unwrap().tree;
-    let c = tree.find(key, &Pin(&g)).unwrap() as *const Chain;
+    let c = tree.find(key, &Pin(&g)).unwrap();
     // SAFETY: reached from the tree while pinned.
     let mut v = unsafe { &*c }.head.load(Ordering::Acquire);
     let mut n = 0;

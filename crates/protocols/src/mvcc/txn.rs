@@ -117,7 +117,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
                 // scan that missed the key sees its leaf change. (An
                 // aborted first write leaves the key indexed to an empty
                 // chain, which reads as absent; so does a second hook.)
-                let p = c as *const Chain as u64;
+                let p = c as *const Chain;
                 match table.tree.insert(key, p, &mut Pin(&self.guard)) {
                     Insert::Inserted(change) => self.own_change(change),
                     Insert::Exists { value } => debug_assert_eq!(value, p),
@@ -137,7 +137,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
         if tree.has_point_index() {
             if let Some(c) = tree.find(key, &Pin(&self.guard)) {
                 // SAFETY: as below.
-                return Ok(Some(unsafe { &*(c as *const Chain) }));
+                return Ok(Some(unsafe { &*c }));
             }
         }
         let l = tree.get(key, &Pin(&self.guard));
@@ -145,7 +145,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
             // SAFETY: reachable from the tree while pinned; a chain is
             // retired through the epoch only once its key has left the
             // tree (`unhook_due`), so it outlives this transaction.
-            return Ok(Some(unsafe { &*(c as *const Chain) }));
+            return Ok(Some(unsafe { &*c }));
         }
         if !create {
             if C::RECORDS_READS {
@@ -157,7 +157,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
         let fresh = Box::into_raw(Box::new(Chain {
             head: AtomicPtr::new(std::ptr::null_mut()),
         }));
-        let c = match tree.insert(key, fresh as u64, &mut Pin(&self.guard)) {
+        let c = match tree.insert(key, fresh.cast_const(), &mut Pin(&self.guard)) {
             Insert::Inserted(change) => {
                 self.own_change(change);
                 fresh
@@ -165,7 +165,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
             Insert::Exists { value } => {
                 // SAFETY: never published.
                 drop(unsafe { Box::from_raw(fresh) });
-                value as *mut Chain
+                value
             }
         };
         // SAFETY: as above.
@@ -709,7 +709,7 @@ impl<C: Certifier> Tx for Txn<'_, C> {
                 for (&i, c) in which.iter().zip(found).take(m) {
                     if let Some(c) = c {
                         ps[i] = c as usize;
-                        crate::sync::prefetch(c as *const Chain);
+                        crate::sync::prefetch(c);
                         self.st.hints.push(t, chunk[i].1, c as usize);
                     }
                 }
@@ -801,7 +801,7 @@ impl<C: Certifier> Tx for Txn<'_, C> {
             }
             for (k, c) in batch.iter() {
                 // SAFETY: read from the tree while pinned (see `chain`).
-                let chain = unsafe { &*(c as *const Chain) };
+                let chain = unsafe { &*c };
                 let v = match self.visible(chain, rt) {
                     Ok(v) => v,
                     Err(e) => break 'scan Err(e),

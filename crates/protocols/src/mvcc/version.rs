@@ -133,12 +133,12 @@ pub(super) const DENSE_MAX: u64 = 1 << 30;
 /// write on. An array chain is never unhooked or freed before the table:
 /// a deleted key keeps its tombstone (older versions are still cut).
 pub(super) struct Table {
-    pub(super) tree: Tree,
+    pub(super) tree: Tree<*const Chain>,
     pub(super) dense: Box<[Chain]>,
 }
 
 impl Table {
-    pub(super) fn new(tree: Tree, o: TableOptions) -> Result<Table, Error> {
+    pub(super) fn new(tree: Tree<*const Chain>, o: TableOptions) -> Result<Table, Error> {
         if o.dense_keys > DENSE_MAX {
             return Err(Error::InvalidOption(format!(
                 "dense_keys({}): at most {DENSE_MAX} chains per table",

@@ -62,7 +62,7 @@ struct Table {
     rule: PartitionRule,
     /// One tree per partition (one in all for a shared table), mapping a
     /// key to a `*mut Row`.
-    trees: Box<[Tree]>,
+    trees: Box<[Tree<*const Row>]>,
 }
 
 /// The index's guard for a tree only its partition's holder touches: a
@@ -87,16 +87,16 @@ unsafe impl granary_index::Guard for Owner {
 /// # Safety
 /// `v` is a value of a tree the caller holds (rows live until their key
 /// is removed or their row replaced, and that transaction commits).
-unsafe fn row<'a>(v: u64) -> &'a Row {
+unsafe fn row<'a>(v: *const Row) -> &'a Row {
     // SAFETY: the caller's contract.
-    unsafe { &*(v as *const Row) }
+    unsafe { &*v }
 }
 
 /// The value of the row at `v` (rows in a tree always have one).
 ///
 /// # Safety
 /// As [`row`]; no one writes it meanwhile.
-unsafe fn row_value<'a>(v: u64) -> &'a [u8] {
+unsafe fn row_value<'a>(v: *const Row) -> &'a [u8] {
     // SAFETY: the caller's contract.
     unsafe { row(v).value() }.expect("rows in a tree hold a value")
 }
@@ -214,7 +214,7 @@ impl Drop for Shared {
             for tree in t.trees.iter_mut() {
                 // SAFETY: every value is a live row, in one tree once; the
                 // last runner is gone.
-                tree.for_each_value(|v| unsafe { Row::free(v as *mut Row) });
+                tree.for_each_value(|v| unsafe { Row::free(v.cast_mut()) });
             }
         }
     }

@@ -20,14 +20,20 @@ pub(super) struct Undo {
     bytes: Vec<u8>,
 }
 
+// SAFETY: the rows its steps point to are reached only by the
+// transaction that holds their partitions, on its thread; between
+// transactions the log is empty (commit and rollback drain it), so a
+// runner that moves to another thread takes no row pointer with it.
+unsafe impl Send for Undo {}
+
 /// One change; `at..at + len` is a range of [`Undo::bytes`].
 enum Step {
     /// A row's value overwritten in place: its old bytes.
-    Overwrite { row: u64, at: u32, len: u32 },
+    Overwrite { row: *const Row, at: u32, len: u32 },
     /// A field of a row's value changed in place: its old bytes, which
     /// start at byte `off` of the value.
     Field {
-        row: u64,
+        row: *const Row,
         off: u32,
         at: u32,
         len: u32,
@@ -46,7 +52,7 @@ enum Step {
         p: u32,
         at: u32,
         len: u32,
-        row: u64,
+        row: *const Row,
     },
     /// A key's row replaced by a larger one, `new`: `old` is freed at
     /// commit, `new` on rollback.
@@ -55,8 +61,8 @@ enum Step {
         p: u32,
         at: u32,
         len: u32,
-        old: u64,
-        new: u64,
+        old: *const Row,
+        new: *const Row,
     },
 }
 
@@ -152,7 +158,7 @@ impl<'r> Txn<'r> {
                         .remove(bytes(at, len), &mut Owner)
                         .expect("an added key is still there");
                     // SAFETY: made by this transaction, unlinked above.
-                    unsafe { Row::free(v as *mut Row) };
+                    unsafe { Row::free(v.cast_mut()) };
                 }
                 Step::Removed { t, p, at, len, row } => {
                     let r = tree(t, p).insert(bytes(at, len), row, &mut Owner);
@@ -169,7 +175,7 @@ impl<'r> Txn<'r> {
                     let back = tree(t, p).replace(bytes(at, len), new, old, &mut Owner);
                     debug_assert!(back);
                     // SAFETY: made by this transaction, unlinked above.
-                    unsafe { Row::free(new as *mut Row) };
+                    unsafe { Row::free(new.cast_mut()) };
                 }
             }
         }
@@ -182,7 +188,7 @@ impl<'r> Txn<'r> {
         for step in &self.undo.steps {
             if let &Step::Removed { row: r, .. } | &Step::Replaced { old: r, .. } = step {
                 // SAFETY: unlinked, and listed once.
-                unsafe { Row::free(r as *mut Row) };
+                unsafe { Row::free(r.cast_mut()) };
             }
         }
         self.undo.clear();
@@ -204,7 +210,7 @@ impl<'r> Txn<'r> {
         if must_be_new {
             // An insert: one descent (the key is new, or the insert fails).
             let r = Row::alloc((), value, 0);
-            if let Insert::Exists { .. } = tree.insert(key, r as u64, &mut Owner) {
+            if let Insert::Exists { .. } = tree.insert(key, r.cast_const(), &mut Owner) {
                 // SAFETY: never published.
                 unsafe { Row::free(r) };
                 return Err(Error::KeyExists.into());
@@ -224,7 +230,7 @@ impl<'r> Txn<'r> {
                     undo.steps.push(Step::Overwrite { row: v, at, len });
                 } else {
                     // No room: a larger row takes its place.
-                    let n = Row::alloc((), Some(new), 0) as u64;
+                    let n = Row::alloc((), Some(new), 0).cast_const();
                     let swapped = tree.replace(key, v, n, &mut Owner);
                     debug_assert!(swapped);
                     undo.bytes.truncate(at as usize);
@@ -240,7 +246,7 @@ impl<'r> Txn<'r> {
                 }
             }
             (None, Some(new)) => {
-                let r = Row::alloc((), Some(new), 0) as u64;
+                let r = Row::alloc((), Some(new), 0).cast_const();
                 let Insert::Inserted(_) = tree.insert(key, r, &mut Owner) else {
                     unreachable!("absent under our lock");
                 };
@@ -343,7 +349,7 @@ impl Tx for Txn<'_> {
             // such as a verification pass), a scan may cross them: merge
             // the partitions' ranges in key order (up to `limit` from
             // each).
-            let mut rows: Vec<(Vec<u8>, u64)> = Vec::new();
+            let mut rows: Vec<(Vec<u8>, *const Row)> = Vec::new();
             for tree in table.trees.iter() {
                 let mut n = 0;
                 tree.scan(

@@ -156,7 +156,7 @@ unsafe fn retire_row(g: &Guard, row: *const Row) {
 
 /// A table: its rows behind the index.
 struct Table {
-    tree: Tree,
+    tree: Tree<*const Row>,
     /// The largest commit key of a row taken out of the index.
     removed_commit_key: AtomicU64,
     /// The length of the value last written into a row made for it: the
@@ -213,7 +213,7 @@ impl Drop for Shared {
             // SAFETY: every value is a live row, and each appears in one
             // tree once.
             t.tree
-                .for_each_value(|v| unsafe { Row::free(v as *mut Row) });
+                .for_each_value(|v| unsafe { Row::free(v.cast_mut()) });
         }
     }
 }

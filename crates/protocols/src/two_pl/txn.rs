@@ -95,7 +95,7 @@ pub(super) struct State {
     /// Declared entries, sorted for ordered locking.
     order: Vec<(TableId, u32, u32, Mode)>,
     order_keys: Vec<u8>,
-    batch: Batch,
+    batch: Batch<*const Row>,
     /// The mutant's copy of the value it read last.
     #[cfg(feature = "mutant")]
     read_copy: Vec<u8>,
@@ -155,19 +155,19 @@ impl Txn<'_> {
         let mut spins = 0u32;
         loop {
             let (row, created, change) = match tree.find(key, &Pin(&self.guard)) {
-                Some(v) => (v as *const Row, false, None),
+                Some(v) => (v, false, None),
                 None => {
                     let room = match room {
                         0 => table.room.load(Ordering::Relaxed) as usize,
                         n => n,
                     };
                     let fresh = new_absent(table, room);
-                    match tree.insert(key, fresh as u64, &mut Pin(&self.guard)) {
-                        Insert::Inserted(c) => (fresh as *const Row, true, Some(c)),
+                    match tree.insert(key, fresh.cast_const(), &mut Pin(&self.guard)) {
+                        Insert::Inserted(c) => (fresh.cast_const(), true, Some(c)),
                         Insert::Exists { value } => {
                             // SAFETY: never published.
                             unsafe { Row::free(fresh) };
-                            (value as *const Row, false, None)
+                            (value, false, None)
                         }
                     }
                 }
@@ -416,9 +416,7 @@ impl Txn<'_> {
         let key = &self.st.bytes[h.key_at as usize..(h.key_at + h.key_len) as usize];
         let db: &Shared = self.db;
         let table = db.tables.get(h.table).expect("held rows' tables exist");
-        let swapped = table
-            .tree
-            .replace(key, row as u64, new as u64, &mut Pin(&self.guard));
+        let swapped = table.tree.replace(key, row, new, &mut Pin(&self.guard));
         // A real check: retiring a row the index still maps would be a
         // use after free.
         assert!(swapped, "a held row stays in the index");
@@ -444,7 +442,7 @@ impl Txn<'_> {
             return Ok(None);
         };
         // SAFETY: from the index while pinned.
-        let r = unsafe { &*(row as *const Row) };
+        let r = unsafe { &*row };
         if !r.lock.try_shared() {
             return Err(TxError::Conflict(AbortReason::LockConflict));
         }
@@ -543,9 +541,7 @@ impl Txn<'_> {
                 table
                     .removed_commit_key
                     .fetch_max(r.commit_key(), Ordering::Release);
-                let gone = table
-                    .tree
-                    .remove_if(key, h.row as u64, &mut Pin(&self.guard));
+                let gone = table.tree.remove_if(key, h.row, &mut Pin(&self.guard));
                 // A real check, not a debug one: retiring a row the index
                 // still maps would be a use after free, found (if ever)
                 // far from here.

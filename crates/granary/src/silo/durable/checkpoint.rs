@@ -383,7 +383,7 @@ fn each_chunk(
                 |_, _| {},
                 |k, v| {
                     // SAFETY: reachable from the tree while pinned.
-                    let rec = unsafe { &*(v as *const Record) };
+                    let rec = unsafe { &*v };
                     go = f(k, rec);
                     seen += 1;
                     if seen == CHUNK || !go {

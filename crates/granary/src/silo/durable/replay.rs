@@ -249,10 +249,10 @@ fn table_id(path: &Path, at: u64, t: u32, w: &Worker) -> Result<TableId, Error> 
 /// Table `t`'s insert cursor, made on first use; `None` if there is no
 /// such table.
 fn cursor_for<'c, 's>(
-    cursors: &'c mut Vec<Option<Cursor<'s>>>,
+    cursors: &'c mut Vec<Option<Cursor<'s, *const Record>>>,
     shared: &'s Shared,
     t: u32,
-) -> Option<&'c mut Cursor<'s>> {
+) -> Option<&'c mut Cursor<'s, *const Record>> {
     let i = t as usize;
     if cursors.get(i).is_none_or(Option::is_none) {
         let tree = &shared.table(TableId(t)).ok()?.tree;
@@ -315,7 +315,7 @@ fn load_part(
     // every table in order, SiloR §4.2), so most keys go into the leaf the
     // previous one went into, or the next (SiloR §5.1's locality).
     let shared = w.shared.clone();
-    let mut cursors: Vec<Option<Cursor<'_>>> = Vec::new();
+    let mut cursors: Vec<Option<Cursor<'_, *const Record>>> = Vec::new();
     std::thread::scope(|scope| {
         let ahead = aligned
             .as_ref()
@@ -492,7 +492,7 @@ pub(crate) enum Near<'a, 't> {
     /// cursor (on the table's tree) straight away. A file holds each
     /// table's keys in ascending runs, so most inserts need no descent
     /// (SiloR §5.1).
-    Cursor(&'a mut Cursor<'t>),
+    Cursor(&'a mut Cursor<'t, *const Record>),
     /// A log's keys: looked up first (a key already present costs no
     /// allocation), starting from the leaf the table's previous lookup
     /// ended in, which this then holds. A transaction's writes to one
@@ -544,7 +544,7 @@ pub(crate) fn put_recovered(
             let r = slabs.alloc(word, bytes);
             // SAFETY: ours, not yet published.
             table.widen(unsafe { r.as_ref() }.capacity());
-            match c.insert(key, r.as_ptr() as u64, &mut pin) {
+            match c.insert(key, r.as_ptr(), &mut pin) {
                 granary_index::Insert::Inserted(_) => break,
                 granary_index::Insert::Exists { value } => {
                     // SAFETY: never published.
@@ -575,7 +575,7 @@ pub(crate) fn put_recovered(
                 // SAFETY: ours, not yet published.
                 table.widen(unsafe { r.as_ref() }.capacity());
                 // SAFETY: found by the lookup just above, under `pin`.
-                match unsafe { tree.insert_hinted(leaf, key, r.as_ptr() as u64, &mut pin) } {
+                match unsafe { tree.insert_hinted(leaf, key, r.as_ptr(), &mut pin) } {
                     granary_index::Insert::Inserted(_) => break,
                     // SAFETY: never published.
                     granary_index::Insert::Exists { .. } => unsafe { Record::free(r) },
@@ -583,7 +583,7 @@ pub(crate) fn put_recovered(
             }
             Ok(p) => {
                 // SAFETY: reachable while pinned.
-                let rec = unsafe { &*(p as *const Record) };
+                let rec = unsafe { &*p };
                 let Some(locked) = Locked::latest(rec) else {
                     continue;
                 };
@@ -626,7 +626,7 @@ pub(crate) fn sweep_tombstones(w: &mut Worker, t: TableId) {
                 |_, _| {},
                 |k, v| {
                     // SAFETY: reachable while pinned.
-                    let rec = unsafe { &*(v as *const Record) };
+                    let rec = unsafe { &*v };
                     let tid = rec.stable_tid();
                     if tid.is_absent() && tid.is_latest() {
                         dead.push((k.to_vec(), v, tid));

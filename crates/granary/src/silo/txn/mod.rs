@@ -116,7 +116,7 @@ impl<'w> Transaction<'w> {
                 if self.c.profiling {
                     self.c.prof.index += ticks() - t0;
                 }
-                return Found::Record(p as *const Record);
+                return Found::Record(p);
             }
         }
         let l = tree.get(key, &pin);
@@ -124,7 +124,7 @@ impl<'w> Transaction<'w> {
             self.c.prof.index += ticks() - t0;
         }
         match l.value {
-            Some(p) => Found::Record(p as *const Record),
+            Some(p) => Found::Record(p),
             None => Found::Missing(l.leaf, l.version),
         }
     }

@@ -155,7 +155,7 @@ impl<'w> Transaction<'w> {
             let mut recs = [std::ptr::null::<Record>(); WAVE];
             for ((r, f), &(t, k)) in recs.iter_mut().zip(found).zip(chunk) {
                 if let Some(p) = f {
-                    *r = p as *const Record;
+                    *r = p;
                     granary_index::prefetch_lines(*r as *const u8, 1);
                     self.c.st.hints.push(t, k, *r);
                 }
@@ -222,7 +222,7 @@ impl<'w> Transaction<'w> {
             &pin,
             |leaf, version| node_set.push(NodeEntry { leaf, version }),
             |key, p| {
-                let mut p = p as *const Record;
+                let mut p = p;
                 if let Some(w) = st.find_rec(p).map(|i| &st.write_set[i]) {
                     // Our own write shadows the record.
                     let Some((s, n)) = w.value else { return true };
@@ -241,7 +241,7 @@ impl<'w> Transaction<'w> {
                     }
                     // Superseded by a bigger copy: the tree has the new one.
                     match tree.find(key, &pin) {
-                        Some(q) => p = q as *const Record,
+                        Some(q) => p = q,
                         None => return true,
                     }
                 };

@@ -320,7 +320,7 @@ impl<'w> Transaction<'w> {
         let table = self.table(t);
         // SAFETY: ours, not yet published.
         table.widen(unsafe { ph.as_ref() }.capacity());
-        let inserted = table.tree.insert(key, ph.as_ptr() as u64, &mut pin);
+        let inserted = table.tree.insert(key, ph.as_ptr(), &mut pin);
         if self.c.profiling {
             self.c.prof.index += ticks() - t0;
         }

@@ -33,7 +33,7 @@ impl<'a> Txn<'a> {
     ) -> Result<(), TxError> {
         let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
         let (mut lo, mut hi) = (owned(lo), owned(hi));
-        let mut tc: Vec<(Vec<u8>, u64)> = Vec::with_capacity(SCAN_CHUNK);
+        let mut tc: Vec<(Vec<u8>, *const Item)> = Vec::with_capacity(SCAN_CHUNK);
         let mut dc: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(SCAN_CHUNK);
         let mut n = 0;
         let g = crossbeam_epoch::pin();
@@ -98,7 +98,7 @@ impl<'a> Txn<'a> {
                 }
                 // SAFETY: an evicted item is freed past a grace period, and
                 // we are pinned.
-                let item = item.map(|c| unsafe { &*(c as *const Item) });
+                let item = item.map(|c| unsafe { &*c });
                 let value = match item {
                     // Read after the version list: a version applied and
                     // trimmed since the DC chunk was read is in the DC now.

@@ -133,9 +133,7 @@ impl<'a> Txn<'a> {
             // module's notes). An evicted item of this key left the
             // index before it left the hash table, so the key is free.
             let g = crossbeam_epoch::pin();
-            let _ = table
-                .index
-                .insert(key, item as *const Item as u64, &mut Pin(&g));
+            let _ = table.index.insert(key, item as *const Item, &mut Pin(&g));
             self.made.set(self.made.get() + 1);
             // AcqRel: an RMW on the table's scan timestamp, ordered with a
             // scan's (module doc): we see a scan that raised it first, or the
@@ -246,7 +244,7 @@ impl<'a> Txn<'a> {
         if let Ok(table) = self.s.tables.get(item.table()) {
             let _ = table
                 .index
-                .remove_if(item.key(), item as *const Item as u64, &mut Pin(g));
+                .remove_if(item.key(), item as *const Item, &mut Pin(g));
         }
         self.s.mvcc.remove(item, &mut Epoch);
         self.evicted += 1;
