@@ -8,7 +8,8 @@
 //! ([`CheckWorkload`]). Start with [`conformance_tests!`]; the tests
 //! themselves are in [`anomalies`] (and [`procedures`], the same
 //! anomalies as procedures), [`model`], [`histories`],
-//! [`hermitage`], [`phantom`], [`secondary`], [`bank`] and [`churn`].
+//! [`hermitage`], [`phantom`], [`secondary`], [`bank`] and [`churn`];
+//! every durable design also runs the [`crash`] loop ([`crash_tests!`]).
 //! `docs/ARCHITECTURE.md` ("The conformance suite") says what each test
 //! proves.
 //!
@@ -76,6 +77,7 @@
 pub mod anomalies;
 pub mod bank;
 pub mod churn;
+pub mod crash;
 pub mod hermitage;
 pub mod histories;
 pub mod model;

@@ -1,6 +1,7 @@
 //! The conformance suite (`crates/conformance`) on Silo: every test every
 //! design must pass, with Silo's expectations. Silo is serializable, runs
-//! interactive sessions, scans and deletes.
+//! interactive sessions, scans and deletes; durable, it runs the crash
+//! loop every durable design runs (`silo_crash`).
 
 use std::time::Duration;
 
@@ -69,3 +70,19 @@ conformance_tests! {
     scans: yes,
     deletes: yes,
 }
+
+/// Durable Silo (SiloR) in `dir`, checkpointing every 50 ms, not waiting
+/// at commit (a transfer is acknowledged once its epoch is persistent):
+/// the crash loop every durable design runs.
+fn durable_silo(dir: &std::path::Path, mutant: bool) -> Database {
+    assert!(
+        !mutant,
+        "the crash loop runs no Silo mutant (the power-loss test has them)"
+    );
+    let o = Options::default()
+        .wait_for_durable(false)
+        .checkpoint_interval(Some(Duration::from_millis(50)));
+    Database::open(dir, o).expect("open")
+}
+
+granary_conformance::crash_tests!(silo_crash, durable_silo);
