@@ -42,11 +42,16 @@ pub enum AbortReason {
     /// §6.5) is past its limit, and this transaction aborted to let older
     /// ones finish.
     Overloaded,
+    /// The Serial Safety Net's exclusion window test failed (ERMIA; Wang
+    /// et al., VLDB Journal 2017, §3): a transaction that must follow
+    /// this one committed no later than one that must precede it
+    /// (π(T) ≤ η(T)), so a dependency cycle could close through it.
+    Exclusion,
 }
 
 impl AbortReason {
     /// Every reason, in a fixed order (for counters and reports).
-    pub const ALL: [AbortReason; 9] = [
+    pub const ALL: [AbortReason; 10] = [
         AbortReason::ReadValidation,
         AbortReason::ReadLocked,
         AbortReason::NodeValidation,
@@ -56,6 +61,7 @@ impl AbortReason {
         AbortReason::CommitDependency,
         AbortReason::StalePlan,
         AbortReason::Overloaded,
+        AbortReason::Exclusion,
     ];
 
     /// This reason's position in [`AbortReason::ALL`] (for counters
@@ -77,6 +83,7 @@ impl AbortReason {
             AbortReason::CommitDependency => "commit_dependency",
             AbortReason::StalePlan => "stale_plan",
             AbortReason::Overloaded => "overloaded",
+            AbortReason::Exclusion => "exclusion",
         }
     }
 }

@@ -23,10 +23,11 @@
 //!   spinlock per partition of the workload's partition key, taken in
 //!   order before the body runs, and per-partition trees touched only
 //!   under their lock.
-//! * [`hekaton::Hekaton`] and [`si::Si`]: one multiversion store
-//!   ([`mvcc::Mvcc`], a global timestamp counter, first updater wins)
-//!   certified at commit by Hekaton's read validation, or by nothing
-//!   (Snapshot Isolation).
+//! * [`hekaton::Hekaton`], [`si::Si`] and [`ermia::Ermia`]: one
+//!   multiversion store ([`mvcc::Mvcc`], a global timestamp counter, first
+//!   updater wins) certified at commit by Hekaton's read validation, by
+//!   nothing (Snapshot Isolation), or by ERMIA's Serial Safety Net (SI
+//!   made serializable).
 //! * [`bohm::Bohm`]: BOHM: procedures sequenced into batches, planned by
 //!   concurrency-control threads that own key partitions, and run by
 //!   execution threads against the versions planned for them.
@@ -42,12 +43,14 @@
 //! Databases" (Silo, SOSP 2013); "Rethinking serializable multiversion
 //! concurrency control" (BOHM, VLDB 2015); "High-Performance Concurrency
 //! Control Mechanisms for Main-Memory Databases" (Hekaton's scheme,
-//! Larson et al., PVLDB 2011); "High Performance Transactions in
-//! Deuteronomy" (CIDR 2015).
+//! Larson et al., PVLDB 2011); "ERMIA: Fast Memory-Optimized Database
+//! System for Heterogeneous Workloads" (SIGMOD 2016) and "Efficiently
+//! making (almost) any concurrency control mechanism serializable" (the
+//! Serial Safety Net, VLDB Journal 2017); "High Performance Transactions
+//! in Deuteronomy" (CIDR 2015).
 //!
 //! A design here depends on `granary-api`, the index (`granary-index`,
-//! which maps keys to a `u64` that each design uses for its own record
-//! type) and the shared pieces of this crate's root ([`Catalog`] of
+//! whose `Tree<V>` maps keys to each design's own record pointers) and the shared pieces of this crate's root ([`Catalog`] of
 //! tables, epoch-based reclamation), never on Silo (`granary`) or on
 //! another design's module.
 //!
@@ -66,6 +69,7 @@
 pub mod bohm;
 mod catalog;
 pub mod deuteronomy;
+pub mod ermia;
 pub mod hekaton;
 pub mod mvcc;
 pub mod partitioned;

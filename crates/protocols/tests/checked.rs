@@ -9,6 +9,7 @@
 use granary_api::Engine;
 use granary_check::{check, AnomalyKind, Level};
 use granary_protocols::bohm::{Bohm, Config as BohmConfig};
+use granary_protocols::ermia::Ermia;
 use granary_protocols::hekaton::Hekaton;
 use granary_protocols::si::Si;
 use granary_protocols::two_pl::{TwoPl, Variant};
@@ -115,6 +116,11 @@ fn hekaton_is_serializable() {
     serializable("hekaton", Hekaton::new, true);
 }
 
+#[test]
+fn ermia_is_serializable() {
+    serializable("ermia", Ermia::new, true);
+}
+
 /// BOHM never aborts a procedure for a conflict: it orders them before
 /// they run. Checked with separate CC and execution threads (one of each:
 /// procedures run in timestamp order, while planning runs ahead), and
@@ -200,6 +206,31 @@ fn the_hekaton_mutant_is_caught() {
         }
     }
     panic!("seed {seed}: the checker missed the Hekaton mutant in 10 rounds");
+}
+
+/// ERMIA with its exclusion window test off (the Serial Safety Net's
+/// stamps kept, never tested) is SI: the checker finds its write skew at
+/// serializable. Up to 10 rounds, as for Hekaton's mutant.
+#[cfg(feature = "mutant")]
+#[test]
+fn the_ermia_mutant_is_caught() {
+    let seed = seed();
+    for round in 0..10 {
+        let run = record(
+            &Ermia::mutant_skipping_validation(),
+            CheckWorkload::WriteSkew,
+            seed + round,
+        );
+        let report = check(&run.history, Level::Serializable);
+        if report.has(AnomalyKind::G2Item) {
+            eprintln!(
+                "ermia mutant, round {round}: {} G2-item cycles",
+                report.count(AnomalyKind::G2Item)
+            );
+            return;
+        }
+    }
+    panic!("seed {seed}: the checker missed the ERMIA mutant in 10 rounds");
 }
 
 /// BOHM with a deliberate bug (a read that meets a placeholder not yet

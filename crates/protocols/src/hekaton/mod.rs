@@ -38,7 +38,7 @@ pub struct Validation;
 impl Certifier for Validation {
     const RECORDS_READS: bool = true;
 
-    fn certify(tx: &Txn<'_, Self>, end: u64) -> Result<(), AbortReason> {
-        tx.validate_reads(end)
+    fn certify(tx: &Txn<'_, Self>, end: u64) -> Result<u64, AbortReason> {
+        tx.validate_reads(end).map(|()| end)
     }
 }

@@ -125,6 +125,14 @@ pub(super) struct Shared {
     /// Every table keeps array chains for at least this many keys
     /// ([`Mvcc::with_dense_keys`]).
     pub(super) dense_keys: u64,
+    /// Held across each commit of a design whose certifier asks for it
+    /// ([`Certifier::SERIAL_COMMIT`]).
+    pub(super) commit_latch: Mutex<()>,
+    /// The latest end timestamp of a committed transaction that saw a key
+    /// absent (an absent read, or a scan's leaves), for the Serial Safety
+    /// Net: an insert overwrites no version that could carry its readers'
+    /// stamp. Read and written under the commit latch.
+    pub(super) absent_pstamp: AtomicU64,
     /// The mutant ([`Mvcc::mutant_skipping_validation`]): serializable in
     /// everything but the commit-time validation, which it skips.
     #[cfg(feature = "mutant")]

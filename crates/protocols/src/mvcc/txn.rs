@@ -401,12 +401,20 @@ impl<'r, C: Certifier> Txn<'r, C> {
         db.slots[slot].take_read_time(seq, &db.clock)
     }
 
-    /// Validate (serializable), wait for dependencies, and finish. Returns
-    /// the end timestamp (a read-only transaction's: its read time).
+    /// Certify, wait for dependencies, and finish. Returns the end
+    /// timestamp (a read-only transaction's: its read time, unless its
+    /// design certifies read-only transactions too).
     pub(super) fn commit(&mut self) -> Result<u64, AbortReason> {
         let db = self.db;
         let s = &db.slots[self.slot];
-        if self.st.writes.is_empty() {
+        // Held to the end of the commit (the outcome published), so each
+        // commit sees every earlier one whole (`Certifier::SERIAL_COMMIT`).
+        let _latch = C::SERIAL_COMMIT.then(|| {
+            db.commit_latch
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        });
+        if self.st.writes.is_empty() && !C::SERIAL_COMMIT {
             // Read-only: it commits at its read time, with neither the
             // counter's second increment nor validation. Everything it
             // read is the state at that time (versions of transactions
@@ -436,14 +444,15 @@ impl<'r, C: Certifier> Txn<'r, C> {
         // let a validation pass over a writer that then committed below
         // it (found by `granary check ycsb --protocol hekaton`).
         let e = s.prepare(self.seq, &db.clock);
-        let mut r = Ok(e);
+        let mut certified = Ok(e);
         #[cfg(feature = "mutant")]
         let validates = !db.mutant_skip_validation;
         #[cfg(not(feature = "mutant"))]
         let validates = true;
         if validates {
-            r = C::certify(self, e).map(|()| e);
+            certified = C::certify(self, e);
         }
+        let mut r = certified.map(|_| e);
         // Hekaton §3.2: a transaction with commit dependencies waits for
         // them before it can commit (they all end below our end time, so
         // the waits are acyclic).
@@ -452,6 +461,9 @@ impl<'r, C: Certifier> Txn<'r, C> {
         // `pending`, which the wait above saw reach zero.
         if r.is_ok() && s.abort_now.load(Ordering::SeqCst) {
             r = Err(AbortReason::CommitDependency);
+        }
+        if let (Ok(_), Ok(c)) = (r, certified) {
+            C::install(self, e, c);
         }
         if r.is_ok() {
             let st = &mut *self.st;
@@ -477,13 +489,7 @@ impl<'r, C: Certifier> Txn<'r, C> {
     /// had (no phantom), and every version read is still the one visible
     /// at end timestamp `e`. Needs [`Certifier::RECORDS_READS`].
     pub fn validate_reads(&self, e: u64) -> Result<(), AbortReason> {
-        for &(leaf, v) in &self.st.nodes {
-            // SAFETY: `self.guard` has pinned us since the leaf was read (an
-            // unlinked leaf is freed only after the grace period).
-            if unsafe { leaf.version() } != v {
-                return Err(AbortReason::NodeValidation);
-            }
-        }
+        self.validate_nodes()?;
         for &(chain, seen) in &self.st.reads {
             // A read of this transaction's own write needs no validation
             // (and its version is invisible to `visible_ignoring_own`).
@@ -517,6 +523,20 @@ impl<'r, C: Certifier> Txn<'r, C> {
                 if v.end.load(Ordering::Acquire) == DEAD {
                     return Err(AbortReason::ReadValidation);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every leaf a scan or an absent read saw still has the version it
+    /// had: no key came or went in a range this transaction looked at
+    /// (phantoms, checked as Silo §4.6 does).
+    pub fn validate_nodes(&self) -> Result<(), AbortReason> {
+        for &(leaf, v) in &self.st.nodes {
+            // SAFETY: `self.guard` has pinned us since the leaf was read (an
+            // unlinked leaf is freed only after the grace period).
+            if unsafe { leaf.version() } != v {
+                return Err(AbortReason::NodeValidation);
             }
         }
         Ok(())

@@ -26,11 +26,20 @@ pub(super) fn ref_parts(f: u64) -> (usize, u64) {
     )
 }
 
-/// A version's header: its validity and the version below it.
+/// A version's header: its validity and the version below it, and the
+/// Serial Safety Net's two stamps (`crate::ermia`; the other designs
+/// leave them as made).
 pub(super) struct Stamps {
     pub(super) begin: AtomicU64,
     pub(super) end: AtomicU64,
     pub(super) prev: AtomicPtr<Version>,
+    /// η(V): the latest commit stamp of a committed reader of this
+    /// version, or of its creator (SSN's `v.pstamp`). Read and written
+    /// only under the store's commit latch (`Certifier::SERIAL_COMMIT`).
+    pub(super) pstamp: AtomicU64,
+    /// π(U) of the committed transaction U that overwrote this version,
+    /// `INF` until then (SSN's `v.sstamp`). Under the latch too.
+    pub(super) sstamp: AtomicU64,
 }
 
 impl Stamps {
@@ -66,6 +75,8 @@ pub(super) fn new_version(begin: u64, prev: *mut Version, value: Option<&[u8]>) 
         begin: AtomicU64::new(begin),
         end: AtomicU64::new(INF),
         prev: AtomicPtr::new(prev),
+        pstamp: AtomicU64::new(0),
+        sstamp: AtomicU64::new(INF),
     };
     Version::alloc(stamps, value, 0)
 }
@@ -198,6 +209,8 @@ mod loom_tests {
                 begin: AtomicU64::new(1),
                 end: AtomicU64::new(INF),
                 prev: AtomicPtr::new(std::ptr::null_mut()),
+                pstamp: AtomicU64::new(0),
+                sstamp: AtomicU64::new(INF),
             });
             let writers: Vec<_> = (0..2)
                 .map(|slot| {

@@ -3,6 +3,7 @@
 
 use granary_api::PartitionRule;
 use granary_conformance::{conformance_tests, hermitage};
+use granary_protocols::ermia::Ermia;
 use granary_protocols::hekaton::Hekaton;
 use granary_protocols::partitioned::Partitioned;
 use granary_protocols::si::Si;
@@ -34,6 +35,16 @@ conformance_tests! {
 conformance_tests! {
     hekaton,
     engine: Hekaton::new,
+    level: Serializable,
+    aborts: yes,
+    interactive: yes(hermitage::SERIALIZABLE),
+    scans: yes,
+    deletes: yes,
+}
+
+conformance_tests! {
+    ermia,
+    engine: Ermia::new,
     level: Serializable,
     aborts: yes,
     interactive: yes(hermitage::SERIALIZABLE),
