@@ -82,7 +82,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub point_index: bool,
     /// Tell the designs that the table's keys are the numbers below
-    /// `--keys` (`TableOptions::dense_keys`): hekaton and si then keep
+    /// `--keys` (`TableOptions::dense_keys`): hekaton, si and ermia keep
     /// their chains in an array by key, as `bench smallbank` does for its
     /// id-keyed tables. Other designs ignore it.
     #[arg(long)]

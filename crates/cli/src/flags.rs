@@ -46,11 +46,15 @@ pub const SCOPED: &[(&str, &[Protocol])] = &[
             Protocol::Partitioned,
             Protocol::Hekaton,
             Protocol::Si,
+            Protocol::Ermia,
             Protocol::Bohm,
         ],
     ),
     // Version chains in an array by key.
-    ("dense-keys", &[Protocol::Hekaton, Protocol::Si]),
+    (
+        "dense-keys",
+        &[Protocol::Hekaton, Protocol::Si, Protocol::Ermia],
+    ),
 ];
 
 /// Flags that apply to every design: the workload, the run and the
@@ -298,7 +302,7 @@ mod tests {
         assert!(e.starts_with("--global-tid applies to silo only"), "{e}");
         let e = run(&["granary", "check", "bank", "--dense-keys"]).unwrap_err();
         assert!(
-            e.starts_with("--dense-keys applies to hekaton and si only"),
+            e.starts_with("--dense-keys applies to hekaton, si and ermia only"),
             "{e}"
         );
         assert!(run(&["granary", "check", "bank", "--threads", "2"]).is_ok());

@@ -35,7 +35,7 @@ fn footprint(p: Protocol) -> Footprint {
             per_byte_pct: 200,
             warehouse: 280 * MIB,
         },
-        Protocol::Hekaton | Protocol::Si => Footprint {
+        Protocol::Hekaton | Protocol::Si | Protocol::Ermia => Footprint {
             fixed: 0,
             per_byte_pct: 110,
             warehouse: 200 * MIB,

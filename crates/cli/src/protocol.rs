@@ -49,6 +49,10 @@ pub enum Protocol {
     /// Snapshot isolation on Hekaton's version store: first updater wins,
     /// no read validation (write skew commits).
     Si,
+    /// ERMIA: snapshot isolation on the same store, made serializable by
+    /// the Serial Safety Net's exclusion window test at commit (commits
+    /// one at a time under a latch).
+    Ermia,
     /// BOHM: procedures planned in batches by CC threads, run by
     /// execution threads (--bohm-cc, --bohm-exec or --bohm-threads,
     /// --bohm-batch); runs ycsb-mix (without snapshot long reads),
@@ -143,9 +147,10 @@ impl Protocol {
                 single_key_only: true,
                 ..Traits::SERIALIZABLE
             },
-            Protocol::TwoPlOrdered | Protocol::TwoPlNoWait | Protocol::Hekaton => {
-                Traits::SERIALIZABLE
-            }
+            Protocol::TwoPlOrdered
+            | Protocol::TwoPlNoWait
+            | Protocol::Hekaton
+            | Protocol::Ermia => Traits::SERIALIZABLE,
             Protocol::Partitioned => Traits {
                 needs_partition_key: true,
                 ..Traits::SERIALIZABLE

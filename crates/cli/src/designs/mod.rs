@@ -109,6 +109,10 @@ macro_rules! with_engine {
                 let $db = $crate::designs::mvcc::<granary_protocols::si::FirstUpdaterWins>(opts);
                 $body
             }
+            $crate::protocol::Protocol::Ermia => {
+                let $db = $crate::designs::mvcc::<granary_protocols::ermia::SerialSafetyNet>(opts);
+                $body
+            }
             $crate::protocol::Protocol::Bohm => {
                 let $db =
                     granary_protocols::bohm::Bohm::new(opts.bohm).map_err(|e| e.to_string())?;

@@ -219,7 +219,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "check bank --dense-keys",
-        "--dense-keys applies to hekaton and si only",
+        "--dense-keys applies to hekaton, si and ermia only",
     ),
     ("check bank --dc disk", "--dc applies to deuteronomy only"),
     (

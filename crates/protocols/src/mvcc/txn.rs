@@ -409,11 +409,8 @@ impl<'r, C: Certifier> Txn<'r, C> {
         let s = &db.slots[self.slot];
         // Held to the end of the commit (the outcome published), so each
         // commit sees every earlier one whole (`Certifier::SERIAL_COMMIT`).
-        let _latch = C::SERIAL_COMMIT.then(|| {
-            db.commit_latch
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-        });
+        let _latch =
+            C::SERIAL_COMMIT.then(|| db.commit_latch.lock().unwrap_or_else(|p| p.into_inner()));
         if self.st.writes.is_empty() && !C::SERIAL_COMMIT {
             // Read-only: it commits at its read time, with neither the
             // counter's second increment nor validation. Everything it
