@@ -193,8 +193,8 @@ impl<C: Certifier> Mvcc<C> {
     /// and scanned leaves, but commit without certifying them. On
     /// Hekaton that gives snapshot isolation while claiming
     /// serializability; on ERMIA, SI with the Serial Safety Net's stamps
-    /// kept but its exclusion window never tested. NOT serializable: test-only `mutant` builds, for
-    /// the checker to catch (write skew).
+    /// kept but its exclusion window never tested. NOT serializable:
+    /// test-only `mutant` builds, for the checker to catch (write skew).
     #[cfg(feature = "mutant")]
     pub fn mutant_skipping_validation() -> Self {
         let mut m = Self::build(false);
