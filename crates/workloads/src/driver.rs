@@ -763,13 +763,16 @@ pub fn run<W: Workload, E: Engine>(
     let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
     let mut type_reports = Vec::new();
     let breakdown = cfg.breakdown.then(|| {
+        // The design splits its time if it did for any type (a type that
+        // never ran reports nothing either way).
+        let split = total.ticks.iter().any(|t| t.split);
         types
             .iter()
             .zip(&total.ticks)
             .map(|(&name, t)| {
                 let all = t.total.max(1) as f64;
                 let known = (t.index + t.record + t.commit + t.aborted) as f64;
-                let part = |x: u64| t.split.then_some(x as f64 / all);
+                let part = |x: u64| split.then_some(x as f64 / all);
                 Breakdown {
                     name,
                     index: part(t.index),

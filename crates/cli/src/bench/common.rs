@@ -419,7 +419,8 @@ pub(crate) fn print_details(r: &RunReport, checked: bool) {
         );
         let pct = |x: f64| format!("{:.1}%", x * 100.0);
         let part = |x: Option<f64>| x.map_or_else(|| "-".to_string(), pct);
-        for t in b {
+        // A type that never ran has no time to split (it is listed above).
+        for t in b.iter().filter(|t| !idle.contains(&t.name)) {
             println!(
                 "  {:<w$} {:>8} {:>8} {:>8} {:>8} {:>8}",
                 t.name,
